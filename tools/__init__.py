@@ -1,0 +1,1 @@
+"""Porting tools for maintainers: run as ``python -m tools <command>``."""
