@@ -1,0 +1,68 @@
+//! Chooses the platform this crate binds to, from the environment the build backend sets:
+//!
+//! - `MONARCH_GPU_PLATFORM`: `cpu` (default, no toolkit needed), `cuda` or `rocm`;
+//! - `MONARCH_CUDA_HOME` / `MONARCH_ROCM_PATH`: the toolkit root (headers in include/, libraries in lib/);
+//! - `MONARCH_BRIDGE_LIB_DIR`: the directory holding `libmonarch_bridge.a` (the compiled csrc/);
+//! - `MONARCH_HIP_LIB_DIR`: where libamdhip64 lives when it is not `<root>/lib`.
+//!
+//! Every variable is declared with rerun-if-env-changed, so switching platform rebuilds this crate.
+use std::env;
+use std::path::PathBuf;
+
+fn var(name: &str) -> Option<String> {
+    println!("cargo:rerun-if-env-changed={name}");
+    env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn require(name: &str, platform: &str) -> PathBuf {
+    match var(name) {
+        Some(v) => PathBuf::from(v),
+        None => panic!("MONARCH_GPU_PLATFORM={platform} needs {name}; the build backend sets it"),
+    }
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=shim");
+    let platform = var("MONARCH_GPU_PLATFORM").unwrap_or_else(|| "cpu".to_string());
+    match platform.as_str() {
+        "cpu" => {}
+        "cuda" => {
+            let home = require("MONARCH_CUDA_HOME", "cuda");
+            let bridge = require("MONARCH_BRIDGE_LIB_DIR", "cuda");
+            cc::Build::new()
+                .file("shim/device_cuda.c")
+                .include(home.join("include"))
+                .flag_if_supported("-ffile-prefix-map=/=/")
+                .compile("mr_device_shim");
+            println!("cargo:rustc-link-search=native={}", bridge.display());
+            println!("cargo:rustc-link-lib=static=monarch_bridge");
+            println!("cargo:rustc-link-search=native={}", home.join("lib").display());
+            // cudart static: no libcudart.so needed at run time; the driver is dlopened by cudart.
+            println!("cargo:rustc-link-lib=static=cudart_static");
+            for lib in ["dl", "rt", "pthread", "stdc++"] {
+                println!("cargo:rustc-link-lib=dylib={lib}");
+            }
+        }
+        "rocm" => {
+            let root = require("MONARCH_ROCM_PATH", "rocm");
+            let bridge = require("MONARCH_BRIDGE_LIB_DIR", "rocm");
+            let hip_lib = var("MONARCH_HIP_LIB_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("lib"));
+            cc::Build::new()
+                .file("shim/device_hip.c")
+                .include(root.join("include"))
+                .define("__HIP_PLATFORM_AMD__", None)
+                .compile("mr_device_shim");
+            println!("cargo:rustc-link-search=native={}", bridge.display());
+            println!("cargo:rustc-link-lib=static=monarch_bridge");
+            println!("cargo:rustc-link-search=native={}", hip_lib.display());
+            println!("cargo:rustc-link-lib=dylib=amdhip64");
+            for lib in ["dl", "pthread", "stdc++"] {
+                println!("cargo:rustc-link-lib=dylib={lib}");
+            }
+        }
+        other => panic!("MONARCH_GPU_PLATFORM must be cpu, cuda or rocm, not {other:?}"),
+    }
+    println!("cargo:rustc-cfg=mr_platform=\"{platform}\"");
+    println!("cargo:rustc-env=MONARCH_GPU_PLATFORM={platform}");
+}

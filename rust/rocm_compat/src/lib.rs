@@ -1,0 +1,26 @@
+//! CUDA names for Rust code; HIP (or a host emulation) underneath.
+//!
+//! Every other crate in the workspace reaches the GPU runtime, the collective library and the C++
+//! bridge through this crate, with CUDA/NCCL names only. Which platform those names bind to is
+//! chosen once, by `build.rs`, from `MONARCH_GPU_PLATFORM` (`cpu`, `cuda` or `rocm`):
+//!
+//! - `cuda`: the CUDA runtime (static cudart), the bridge compiled by nvcc, NCCL loaded at run time;
+//! - `rocm`: the same names linked to their HIP equivalents (`cudaMalloc` -> `hipMalloc`), the
+//!   hipified bridge, RCCL loaded at run time;
+//! - `cpu`: a host emulation with the same signatures (memory is host memory, there are no
+//!   devices), so the whole workspace builds and tests with no toolkit.
+//!
+//! Only this crate branches on the platform.
+#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
+
+pub mod checksum;
+pub mod device;
+pub mod error;
+pub mod ffi;
+#[cfg(mr_platform = "cpu")]
+mod host;
+
+pub use error::{check, CudaError};
+
+/// The platform this build binds to: "cpu", "cuda" or "rocm".
+pub const PLATFORM: &str = env!("MONARCH_GPU_PLATFORM");

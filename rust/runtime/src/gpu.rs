@@ -1,0 +1,127 @@
+//! GPU operations written once against CUDA names (rocm_compat decides what they are).
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_void};
+
+use rocm_compat::ffi::*;
+use rocm_compat::{check, CudaError};
+
+#[derive(Debug)]
+pub enum Error {
+    Cuda(CudaError),
+    Collective(String),
+}
+
+impl From<CudaError> for Error {
+    fn from(e: CudaError) -> Self {
+        Error::Cuda(e)
+    }
+}
+
+pub fn device_count() -> Result<i32, Error> {
+    let mut count = 0;
+    // SAFETY: `count` is a valid out-pointer.
+    check(unsafe { cudaGetDeviceCount(&mut count) })?;
+    Ok(count)
+}
+
+/// Device memory that frees itself.
+struct DeviceBuffer {
+    ptr: *mut c_void,
+}
+
+impl DeviceBuffer {
+    fn new(len: usize) -> Result<Self, CudaError> {
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: `ptr` is a valid out-pointer; at least one byte so the pointer is never null.
+        check(unsafe { cudaMalloc(&mut ptr, len.max(1)) })?;
+        Ok(DeviceBuffer { ptr })
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from cudaMalloc and is freed once.
+        unsafe { cudaFree(self.ptr) };
+    }
+}
+
+pub fn checksum(data: &[u8]) -> Result<u64, Error> {
+    let buffer = DeviceBuffer::new(data.len())?;
+    // SAFETY: `buffer` holds at least data.len() bytes; `result` is a valid host out-pointer.
+    unsafe {
+        check(cudaMemcpy(buffer.ptr, data.as_ptr() as *const c_void, data.len(), cudaMemcpyHostToDevice))?;
+        let mut result = 0u64;
+        check(mr_checksum_device(buffer.ptr, data.len(), &mut result, std::ptr::null_mut()))?;
+        Ok(result)
+    }
+}
+
+pub struct CollectiveInfo {
+    pub library: String,
+    pub version: Option<i32>,
+    pub error: Option<String>,
+}
+
+fn load_collective() -> Result<(), Error> {
+    let mut buf = [0 as c_char; 512];
+    // SAFETY: `buf` is writable for its length; the bridge NUL-terminates what it writes.
+    if unsafe { mr_collective_load(buf.as_mut_ptr(), buf.len()) } == 0 {
+        Ok(())
+    } else {
+        // SAFETY: NUL-terminated by mr_collective_load.
+        Err(Error::Collective(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()))
+    }
+}
+
+fn nccl(result: ncclResult_t, what: &str) -> Result<(), Error> {
+    if result == ncclSuccess {
+        return Ok(());
+    }
+    // SAFETY: ncclGetErrorString returns a static string for any value.
+    let text = unsafe { CStr::from_ptr(ncclGetErrorString(result)) }.to_string_lossy().into_owned();
+    Err(Error::Collective(format!("{what} failed: ncclResult_t {result} ({text})")))
+}
+
+pub fn collective_info() -> CollectiveInfo {
+    // SAFETY: returns a static NUL-terminated string.
+    let library = unsafe { CStr::from_ptr(mr_collective_soname()) }.to_string_lossy().into_owned();
+    match load_collective() {
+        Err(Error::Collective(msg)) | Err(Error::Cuda(CudaError { message: msg, .. })) => {
+            CollectiveInfo { library, version: None, error: Some(msg) }
+        }
+        Ok(()) => {
+            let mut version = 0;
+            // SAFETY: valid out-pointer; the library is loaded.
+            match nccl(unsafe { ncclGetVersion(&mut version) }, "ncclGetVersion") {
+                Ok(()) => CollectiveInfo { library, version: Some(version), error: None },
+                Err(e) => CollectiveInfo { library, version: None, error: Some(format!("{e:?}")) },
+            }
+        }
+    }
+}
+
+pub fn all_reduce_single_rank(values: &[f32]) -> Result<Vec<f32>, Error> {
+    load_collective()?;
+    // SAFETY: every pointer passed below is valid for the sizes given; the communicator is
+    // destroyed on every path after a successful init.
+    unsafe {
+        check(cudaSetDevice(0))?;
+        let bytes = std::mem::size_of_val(values);
+        let buffer = DeviceBuffer::new(bytes)?;
+        check(cudaMemcpy(buffer.ptr, values.as_ptr() as *const c_void, bytes, cudaMemcpyHostToDevice))?;
+        let mut id = ncclUniqueId { internal: [0; 128] };
+        nccl(ncclGetUniqueId(&mut id), "ncclGetUniqueId")?;
+        let mut comm: ncclComm_t = std::ptr::null_mut();
+        nccl(ncclCommInitRank(&mut comm, 1, id, 0), "ncclCommInitRank")?;
+        let reduced = nccl(
+            ncclAllReduce(buffer.ptr, buffer.ptr, values.len(), ncclFloat32, ncclSum, comm, std::ptr::null_mut()),
+            "ncclAllReduce",
+        )
+        .and_then(|()| Ok(check(cudaDeviceSynchronize())?));
+        ncclCommDestroy(comm);
+        reduced?;
+        let mut out = vec![0f32; values.len()];
+        check(cudaMemcpy(out.as_mut_ptr() as *mut c_void, buffer.ptr, bytes, cudaMemcpyDeviceToHost))?;
+        Ok(out)
+    }
+}
