@@ -1,0 +1,85 @@
+"""``python -m tools hipify SRC... -o OUT [--report FILE] [--hip-version X.Y] [--strict]``.
+
+Exit status: 0 on success; 1 with ``--strict`` when anything unportable remains (blocking findings);
+2 for a usage error (bad option, missing source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tools.errors import ToolError
+from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, HipifyOptions
+from tools.hipify.tree import hipify_tree, parse_hip_version
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m tools hipify",
+        description="Translate CUDA sources to HIP into OUT (never in place), with a report of what is left.",
+    )
+    ap.add_argument("sources", nargs="+", type=Path, metavar="SRC", help="source files or directories")
+    ap.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output directory")
+    ap.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report here ('-': stdout)")
+    ap.add_argument("--hip-version", metavar="X.Y",
+                    help="target HIP version (default: the ROCm found, else no version limit)")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when anything unportable remains")
+    ap.add_argument("--launch", choices=LAUNCH_STYLES, default="keep",
+                    help="keep <<<...>>> launches (default) or convert them to hipLaunchKernelGGL")
+    ap.add_argument("--translate-comments", action="store_true",
+                    help="also translate names in comments and string literals")
+    ap.add_argument("--mappings", type=Path, metavar="FILE", help="project mapping overrides (TSV or JSON)")
+    ap.add_argument("--naming", choices=NAMING_STYLES, default="hipify_torch", help="output file naming")
+    ap.add_argument("--engine", choices=ENGINES, default="builtin",
+                    help="translation engine (hipify_torch: the external one, when importable)")
+    ap.add_argument("--no-lint", action="store_true", help="skip the portability-hazard lint")
+    ap.add_argument("--no-unmapped", action="store_true",
+                    help="do not report CUDA-looking names missing from the database")
+    ap.add_argument("-j", "--jobs", type=int, help="worker processes (default: CPUs, when worth it)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="only the summary line on stderr")
+    ap.add_argument("--max-listed", type=int, default=20, metavar="N",
+                    help="blocking findings listed on stderr (default 20; the report has all)")
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    options = HipifyOptions(
+        hip_version=parse_hip_version(args.hip_version) if args.hip_version else None,
+        translate_comments_and_strings=args.translate_comments,
+        launch_style=args.launch,
+        mapping_overrides=args.mappings,
+        jobs=args.jobs,
+        naming=args.naming,
+        lint=not args.no_lint,
+        engine=args.engine,
+        report_unmapped=not args.no_unmapped,
+    )
+    result = hipify_tree(args.sources, args.output, options)
+    report = json.dumps(result.to_json(), indent=1) + "\n"
+    if args.report is not None:
+        if str(args.report) == "-":
+            sys.stdout.write(report)
+        else:
+            try:
+                args.report.parent.mkdir(parents=True, exist_ok=True)
+                tmp = args.report.with_name(f".{args.report.name}.{os.getpid()}.tmp")
+                tmp.write_text(report, encoding="utf-8")
+                tmp.replace(args.report)
+            except OSError as err:
+                raise ToolError(f"cannot write report {args.report}: {err.strerror or err}") from None
+    if not args.quiet:
+        listed = [f for f in result.findings if f.blocking][: max(args.max_listed, 0)]
+        for finding in listed:
+            print(str(finding), file=sys.stderr)
+        if result.blocking > len(listed):
+            print(f"... {result.blocking - len(listed)} more blocking findings (see --report)", file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
+    if args.strict and result.blocking:
+        print(f"hipify: --strict: {result.blocking} unportable findings remain", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,387 @@
+"""Byte-exact CUDA -> HIP translation of one file's contents.
+
+The input is never decoded: one compiled ``bytes`` regex walks the file and stops only at comments,
+string/character literals, ``#include`` directives and identifiers that may be CUDA names (the identifier
+alternative is restricted to the prefixes that occur in the mapping database). Everything between those
+tokens is copied verbatim, so no byte outside a translated identifier or include path can change, in any
+encoding (Latin-1, invalid UTF-8, CRLF, BOM).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
+
+# Bytes that continue an identifier. Bytes >= 0x80 count as identifier bytes so that a CUDA name glued to
+# a UTF-8 (or Latin-1) identifier character is never split.
+_IDC = rb"A-Za-z0-9_\x80-\xff"
+
+# Names that look like CUDA API names; reported when the database does not know them.
+_CUDA_LOOKING = re.compile(
+    rb"(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cu(?:blas|rand|sparse|fft|solver|dnn|tensor)\w+"
+    rb"|CU_[A-Z0-9_]+|CU(?:BLAS|RAND|SPARSE|FFT|SOLVER|DNN|DA_ERROR)_\w+|nvrtc[A-Z]\w*)\Z"
+)
+
+# CUDA-only headers: no HIP counterpart exists.
+_CUDA_ONLY_HEADER = re.compile(
+    rb"(?:cuda/(?:pipeline|barrier|latch|semaphore|annotated_ptr|memcpy_async|std/barrier)|cuda_pipeline\w*\.h"
+    rb"|cuda_awbarrier\w*\.h|mma\.h|crt/\w+\.h|nvml\.h|nvtx3?/\S*|nvToolsExt\w*\.h|cudaProfiler\.h)\Z"
+)
+_CUDA_LOOKING_HEADER = re.compile(rb"(?:cuda|cu[a-z]+|nv)\w*(?:\.h|\.hpp|\.cuh)?\Z|cuda/.*|cub/.*|thrust/.*")
+
+
+class RawFinding:
+    """A finding at a byte offset of the input (turned into line/column by the tree pass)."""
+
+    __slots__ = ("blocking", "kind", "name", "offset", "reason", "rule", "suggestion")
+
+    def __init__(
+        self, offset: int, name: str, kind: str, reason: str, suggestion: str, blocking: bool, rule: str = ""
+    ) -> None:
+        self.offset = offset  # byte offset in the input
+        self.name = name
+        self.kind = kind  # unsupported | version | unmapped | hazard | deprecated | error
+        self.reason = reason
+        self.suggestion = suggestion
+        self.blocking = blocking
+        self.rule = rule
+
+    def __repr__(self) -> str:
+        return f"RawFinding({self.offset}, {self.name!r}, {self.kind!r}, rule={self.rule!r})"
+
+
+class Include:
+    """A project ``#include`` left for the tree pass: where its path sits in the *output* bytes."""
+
+    __slots__ = ("angled", "in_offset", "out_end", "out_start", "spelling")
+
+    def __init__(self, out_start: int, out_end: int, spelling: str, angled: bool, in_offset: int) -> None:
+        self.out_start = out_start
+        self.out_end = out_end
+        self.spelling = spelling  # the path as written (Latin-1 decoded: lossless)
+        self.angled = angled
+        self.in_offset = in_offset
+
+    def __repr__(self) -> str:
+        return f"Include({self.spelling!r}, out={self.out_start}:{self.out_end})"
+
+
+class FileResult:
+    __slots__ = ("changed", "comment_spans", "data", "defines", "findings", "includes")
+
+    def __init__(
+        self,
+        data: bytes,
+        changed: bool,
+        findings: list[RawFinding],
+        includes: list[Include],
+        defines: list[str],
+        comment_spans: list[tuple[int, int]],
+    ) -> None:
+        self.data = data
+        self.changed = changed
+        self.findings = findings
+        self.includes = includes
+        self.defines = defines  # macro names #define'd in this file (project macros are not CUDA names)
+        self.comment_spans = comment_spans  # comments and literals in the input (the lint skips them)
+
+
+_FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking)
+
+
+class _Action:
+    __slots__ = ("finding", "namespace_only", "replacement")
+
+    def __init__(
+        self, replacement: bytes | None, finding: _FindingSpec | None, namespace_only: bool = False
+    ) -> None:
+        self.replacement = replacement  # None: leave the name
+        self.finding = finding
+        self.namespace_only = namespace_only
+
+
+_NO_ACTION = _Action(None, None)
+
+
+def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[bytes]:
+    alts = sorted({re.escape(p) for p in prefixes}, key=lambda p: (-len(p), p))
+    ident = rb"(?<![" + _IDC + rb"])(?:" + b"|".join(alts) + rb")[" + _IDC + rb"]*"
+    parts = [
+        rb"(?P<inc>^[ \t]*\#[ \t]*include(?:_next)?[ \t]*(?P<open>[<\"])(?P<path>[^>\"\r\n]*)[>\"])",
+        rb"(?P<define>^[ \t]*\#[ \t]*define[ \t]+(?P<macro>[A-Za-z_]\w*))",
+        rb"(?P<lc>//(?:[^\\\n]|\\\r\n|\\.)*)",
+        rb"(?P<bc>/\*.*?(?:\*/|\Z))",
+        rb"(?P<raw>(?<![" + _IDC + rb"])(?:u8|[uUL])?R\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")",
+        rb"(?P<str>(?<![" + _IDC + rb"])(?:u8|[uUL])?\"(?:[^\"\\\n]|\\\r\n|\\.)*\"?)",
+        rb"(?P<num>(?<![" + _IDC + rb"])\.?[0-9](?:[" + _IDC + rb".]|'(?=[0-9A-Za-z])|[eEpP][+-])*)",
+        rb"(?P<chr>'(?:[^'\\\n]|\\.)*'?)",
+        rb"(?P<id>" + ident + rb")",
+    ]
+    if with_launch:
+        parts.append(rb"(?P<launch><<<)")
+    return re.compile(b"|".join(parts), re.S | re.M)
+
+
+class Translator:
+    """Translation rules for one database, target HIP version and option set (immutable, reusable)."""
+
+    def __init__(
+        self,
+        db: MappingDatabase,
+        hip_version: Version | None,
+        *,
+        translate_comments_and_strings: bool = False,
+        report_unmapped: bool = True,
+        launch: bool = False,
+    ) -> None:
+        self.db = db
+        self.hip_version = hip_version
+        self.translate_comments_and_strings = translate_comments_and_strings
+        self.report_unmapped = report_unmapped
+        self._cache: dict[bytes, _Action] = {}
+        prefixes = {b"cu", b"CU", b"__", b"nv"}
+        for name in db.names():
+            if len(name) < 2 or not (name[0].isalpha() or name[0] == "_"):
+                continue
+            if name[:2] in ("cu", "CU", "__", "nv"):
+                continue
+            hip = db.raw_hip_name(name)
+            if hip == name:
+                entry = db.lookup(name)
+                if entry is None or entry.available_in(hip_version):
+                    continue  # identity and available: nothing to do, do not even stop on it
+            prefixes.add(name[:2].encode("latin-1"))
+        self.launch = launch
+        self.scanner = _build_scanner(prefixes, with_launch=launch)
+        self._ident = re.compile(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")
+
+    # -- per-name decision -------------------------------------------------------------------------
+    def action(self, name: bytes) -> _Action:
+        act = self._cache.get(name)
+        if act is None:
+            act = self._decide(name)
+            self._cache[name] = act
+        return act
+
+    def _decide(self, raw: bytes) -> _Action:
+        name = raw.decode("latin-1")
+        entry = self.db.lookup(name)
+        if entry is None or entry.kind == "header":
+            if self.report_unmapped and _CUDA_LOOKING.match(raw):
+                return _Action(
+                    None,
+                    (
+                        "unmapped",
+                        "CUDA name not in the mapping database (HIPIFY has no entry for it)",
+                        "check HIP's API for an equivalent and add it with --mappings FILE",
+                        True,
+                    ),
+                )
+            return _NO_ACTION
+        return self._decide_entry(entry)
+
+    def _decide_entry(self, e: Entry) -> _Action:
+        ns = e.kind == "namespace"
+        if not e.supported or not e.hip_name:
+            device_helper = e.library == "device" and not e.cuda_name.startswith("__")
+            return _Action(
+                None,
+                (
+                    "unsupported",
+                    f"HIP has no equivalent of {e.cuda_name} ({e.library} API"
+                    + (f", {e.section}" if e.section else "")
+                    + ")",
+                    "rewrite without it, guard it with #ifdef __HIP_PLATFORM_AMD__, or map it with --mappings FILE",
+                    not device_helper,  # a bare device helper name may just be the project's own function
+                ),
+                ns,
+            )
+        v = self.hip_version
+        if v is not None and e.hip_added is not None and e.hip_added[:2] > v[:2]:
+            return _Action(
+                None,
+                (
+                    "version",
+                    f"{e.cuda_name} -> {e.hip_name} needs HIP >= {format_version(e.hip_added[:2])}"
+                    f" (target {format_version(v)})",
+                    f"raise --hip-version to {format_version(e.hip_added[:2])} or avoid {e.cuda_name}",
+                    True,
+                ),
+                ns,
+            )
+        if e.hip_removed is not None and (v is None or e.hip_removed[:2] <= v[:2]):
+            return _Action(
+                None,
+                (
+                    "version",
+                    f"{e.hip_name} was removed in HIP {format_version(e.hip_removed)}",
+                    f"replace {e.cuda_name} with a current API",
+                    True,
+                ),
+                ns,
+            )
+        repl = e.hip_name.encode("latin-1") if e.hip_name != e.cuda_name else None
+        if e.hip_deprecated is not None and (v is None or e.hip_deprecated[:2] <= v[:2]):
+            return _Action(
+                repl,
+                (
+                    "deprecated",
+                    f"{e.hip_name} is deprecated since HIP {format_version(e.hip_deprecated)}",
+                    "prefer the replacement API",
+                    False,
+                ),
+                ns,
+            )
+        return _Action(repl, None, ns)
+
+    def header_action(self, path: bytes) -> tuple[bytes | None, _FindingSpec | None]:
+        """For an include path: (replacement path or b"" to drop the include, finding)."""
+        name = path.decode("latin-1")
+        entry = self.db.header(name)
+        if entry is not None:
+            if not entry.supported:
+                return None, (
+                    "unsupported",
+                    f"HIP has no counterpart of header <{name}>",
+                    "remove the include or guard it with #ifndef __HIP_PLATFORM_AMD__",
+                    True,
+                )
+            return entry.hip_name.encode("latin-1"), None
+        if _CUDA_ONLY_HEADER.match(path):
+            return None, (
+                "hazard",
+                f"<{name}> is a CUDA-only header (no HIP counterpart)",
+                "guard it with #ifndef __HIP_PLATFORM_AMD__ and provide a HIP code path",
+                True,
+            )
+        return None, None
+
+    # -- the file pass -----------------------------------------------------------------------------
+    def translate(self, data: bytes) -> FileResult:
+        out: list[bytes] = []
+        olen = 0  # bytes emitted so far
+        pos = 0
+        findings: list[RawFinding] = []
+        includes: list[Include] = []
+        defines: list[str] = []
+        spans: list[tuple[int, int]] = []
+        action = self.action
+        cache = self._cache
+        changed = False
+        tcs = self.translate_comments_and_strings
+        for m in self.scanner.finditer(data):
+            kind = m.lastgroup
+            if kind == "id":
+                name = m.group()
+                act = cache.get(name)
+                if act is None:
+                    act = action(name)
+                if act is _NO_ACTION:
+                    continue
+                start, end = m.span()
+                if act.namespace_only and not _namespace_context(data, start, end):
+                    continue
+                if act.finding is not None:
+                    fk, reason, sugg, blocking = act.finding
+                    findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
+                if act.replacement is not None:
+                    out.append(data[pos:start])
+                    out.append(act.replacement)
+                    olen += start - pos + len(act.replacement)
+                    pos = end
+                    changed = True
+            elif kind in ("lc", "bc", "str", "raw", "chr"):
+                start, end = m.span()
+                spans.append((start, end))
+                if tcs and kind != "chr":
+                    text = m.group()
+                    new = self._ident.sub(self._sub_in_text, text)
+                    if new != text:
+                        out.append(data[pos:start])
+                        out.append(new)
+                        olen += start - pos + len(new)
+                        pos = end
+                        changed = True
+            elif kind == "inc":
+                pstart, pend = m.span("path")
+                path = m.group("path")
+                repl, finding = self.header_action(path)
+                if finding is not None:
+                    fk, reason, sugg, blocking = finding
+                    findings.append(
+                        RawFinding(pstart, path.decode("latin-1"), fk, reason, sugg, blocking,
+                                   "cuda-only-header" if fk == "hazard" else "")
+                    )
+                if repl is not None:
+                    if repl:
+                        out.append(data[pos:pstart])
+                        out.append(repl)
+                        olen += pstart - pos + len(repl)
+                        pos = pend
+                    else:  # HIP needs no such header: comment the directive out
+                        dstart, dend = m.span()
+                        line_start = data.rfind(b"\n", 0, dstart) + 1
+                        out.append(data[pos:line_start])
+                        dropped = b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
+                        out.append(dropped)
+                        olen += line_start - pos + len(dropped)
+                        pos = dend
+                    changed = True
+                else:
+                    ostart = olen + (pstart - pos)
+                    includes.append(
+                        Include(ostart, ostart + (pend - pstart), path.decode("latin-1"),
+                                m.group("open") == b"<", pstart)
+                    )
+                    if finding is None and _CUDA_LOOKING_HEADER.match(path) and not path.startswith(b"thrust/"):
+                        # maybe a project header; the tree pass decides (see Include)
+                        pass
+            elif kind == "define":
+                defines.append(m.group("macro").decode("latin-1"))
+        if pos == 0:
+            result = data
+        else:
+            out.append(data[pos:])
+            result = b"".join(out)
+        return FileResult(result, changed, findings, includes, defines, spans)
+
+    def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
+        act = self.action(m.group())
+        if act.replacement is None or act.namespace_only:
+            return m.group()
+        return act.replacement
+
+
+def _namespace_context(data: bytes, start: int, end: int) -> bool:
+    """``cub`` is rewritten only as a namespace: ``cub::``, ``namespace cub``, ``using namespace cub``."""
+    after = data[end : end + 8].lstrip(b" \t")
+    if after.startswith(b"::"):
+        return True
+    return data[max(0, start - 16) : start].rstrip().endswith(b"namespace")
+
+
+def line_starts(data: bytes) -> list[int]:
+    """Offsets where lines start (``\\n`` ends a line; CRLF works unchanged)."""
+    starts = [0]
+    find = data.find
+    i = find(b"\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = find(b"\n", i + 1)
+    return starts
+
+
+def positions(data: bytes, offsets: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """Byte offsets -> (line, column), both 1-based; columns count bytes."""
+    from bisect import bisect_right
+
+    wanted = sorted(set(offsets))
+    if not wanted:
+        return {}
+    starts = line_starts(data)
+    out: dict[int, tuple[int, int]] = {}
+    for off in wanted:
+        line = bisect_right(starts, off)
+        out[off] = (line, off - starts[line - 1] + 1)
+    return out

@@ -1,0 +1,450 @@
+"""Translate source trees out of place, incrementally, in parallel: ``hipify_tree``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from tools.errors import ToolError
+from tools.hipify.mapping import MappingDatabase, load_database
+from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
+from tools.hipify.translate import RawFinding, Translator, positions
+
+#: files translated (everything else under a source directory is copied byte for byte)
+SOURCE_SUFFIXES = frozenset(
+    {".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc",
+     ".ipp", ".tpp", ".hip"}
+)
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+STATE_FILE = ".hipify-state.json"
+STATE_SCHEMA = "monarch-runtime/hipify-state/v1"
+PARALLEL_MIN_BYTES = 2 << 20  # below this a process pool costs more than it saves
+
+_HIP_VERSION_RE = re.compile(rb"#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)")
+
+
+def detect_hip_version(env: dict[str, str] | None = None) -> tuple[int, int] | None:
+    """The HIP version of the ROCm found ($ROCM_PATH, $ROCM_HOME, /opt/rocm, /usr), or None."""
+    environ = os.environ if env is None else env
+    roots = [environ.get("ROCM_PATH", ""), environ.get("ROCM_HOME", ""), "/opt/rocm", "/usr"]
+    for root in roots:
+        if not root:
+            continue
+        header = Path(root) / "include" / "hip" / "hip_version.h"
+        try:
+            text = header.read_bytes()
+        except OSError:
+            continue
+        found = {k.decode(): int(v) for k, v in _HIP_VERSION_RE.findall(text)}
+        if "MAJOR" in found and "MINOR" in found:
+            return (found["MAJOR"], found["MINOR"])
+    return None
+
+
+def parse_hip_version(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*", text)
+    if not m:
+        raise ToolError(f"bad HIP version {text!r}: expected MAJOR.MINOR, e.g. 5.2")
+    return (int(m.group(1)), int(m.group(2)))
+
+
+# -- naming ------------------------------------------------------------------------------------------
+def _swap_cuda(text: str) -> str:
+    return text.replace("cuda", "hip").replace("CUDA", "HIP")
+
+
+def output_relpath(rel: PurePosixPath, changed: bool, naming: str = "hipify_torch") -> PurePosixPath:
+    """hipify_torch's naming rules, applied to a path relative to its source root.
+
+    ``.cu`` -> ``.hip`` always; ``cuda``/``CUDA`` -> ``hip``/``HIP`` in directory names always (so the layout
+    stays consistent); for a file whose contents changed, ``cuda``/``CUDA`` in its name -> ``hip``/``HIP``,
+    and when neither its directory nor its name changed, ``_hip`` is appended to the stem
+    (``bridge.h`` -> ``bridge_hip.h``). Unchanged files keep their name.
+    """
+    stem, suffix = rel.stem, rel.suffix
+    if rel.name.startswith(".") and rel.suffix == "":
+        stem, suffix = rel.name, ""
+    new_suffix = ".hip" if suffix == ".cu" else suffix
+    if naming == "keep":
+        return rel.with_name(stem + new_suffix)
+    parent = PurePosixPath(*[_swap_cuda(p) for p in rel.parent.parts]) if rel.parent.parts else PurePosixPath()
+    new_stem = stem
+    if changed:
+        new_stem = _swap_cuda(stem)
+        if parent == rel.parent and new_stem + new_suffix == rel.name:
+            new_stem = stem + "_hip"
+    return parent / (new_stem + new_suffix)
+
+
+# -- per-file work (runs in worker processes too) --------------------------------------------------------
+@lru_cache(maxsize=4)
+def _translator(
+    overrides: str | None, hip_version: tuple[int, int] | None, comments: bool, unmapped: bool, launch: bool
+) -> Translator:
+    db = load_database(Path(overrides) if overrides else None)
+    return Translator(
+        db, hip_version, translate_comments_and_strings=comments, report_unmapped=unmapped, launch=launch
+    )
+
+
+# (line, column, name, kind, reason, suggestion, blocking, rule)
+_FindingTuple = tuple[int, int, str, str, str, str, bool, str]
+# (out_start, out_end, spelling, angled)
+_IncludeTuple = tuple[int, int, str, bool]
+
+
+class _Processed:
+    __slots__ = ("changed", "data", "defines", "error", "findings", "includes", "mode", "path", "sha")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.mode = "translate"  # translate | copy | error
+        self.data = b""
+        self.sha = ""
+        self.changed = False
+        self.findings: list[_FindingTuple] = []
+        self.includes: list[_IncludeTuple] = []
+        self.defines: list[str] = []
+        self.error = ""
+
+
+def _process(path: str, translate: bool, key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+             lint: bool) -> _Processed:
+    res = _Processed(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as err:
+        res.mode = "error"
+        res.error = f"cannot read: {err.strerror or err}"
+        return res
+    res.sha = hashlib.sha256(data).hexdigest()
+    if not translate or b"\0" in data[:8192]:
+        res.mode = "copy"
+        res.data = data
+        return res
+    tr = _translator(*key)
+    fr = tr.translate(data)
+    raw: list[RawFinding] = list(fr.findings)
+    if lint:
+        from tools.hipify.lint import lint_bytes
+
+        raw.extend(lint_bytes(data, fr.comment_spans))
+    pos = positions(data, [f.offset for f in raw])
+    res.findings = [
+        (*pos[f.offset], f.name, f.kind, f.reason, f.suggestion, f.blocking, f.rule) for f in raw
+    ]
+    res.data = fr.data
+    res.changed = fr.changed
+    res.includes = [(i.out_start, i.out_end, i.spelling, i.angled) for i in fr.includes]
+    res.defines = fr.defines
+    return res
+
+
+def _process_batch(
+    items: list[tuple[str, bool]], key: tuple[str | None, tuple[int, int] | None, bool, bool, bool], lint: bool
+) -> list[_Processed]:
+    return [_process(path, translate, key, lint) for path, translate in items]
+
+
+# -- the tree pass -----------------------------------------------------------------------------------
+class _Source:
+    __slots__ = ("base", "is_dir_root", "path", "rel", "root")
+
+    def __init__(self, path: Path, rel: PurePosixPath, root: Path, is_dir_root: bool) -> None:
+        self.path = path  # absolute, normalised
+        self.rel = rel  # relative to its root
+        self.root = root  # the source directory (or the file's parent for a file argument)
+        self.is_dir_root = is_dir_root
+
+
+def _abs(path: Path) -> Path:
+    return Path(os.path.normpath(os.path.abspath(path)))
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+    except ValueError:
+        return False
+    return True
+
+
+def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[Path]]:
+    found: list[_Source] = []
+    roots: list[Path] = []
+    for given in sources:
+        src = _abs(given)
+        if not src.exists():
+            raise ToolError(f"source not found: {given}")
+        if src.is_dir():
+            if src == out_dir or _is_within(src, out_dir):
+                raise ToolError(f"output directory {out_dir} contains source {given}: refusing to translate in place")
+            roots.append(src)
+            for dirpath, dirnames, filenames in os.walk(src):
+                dpath = Path(dirpath)
+                dirnames[:] = sorted(
+                    d for d in dirnames if d not in SKIP_DIRS and not _is_within(dpath / d, out_dir)
+                    and not (d.startswith(".") and d != ".")
+                )
+                for name in sorted(filenames):
+                    full = dpath / name
+                    found.append(_Source(full, PurePosixPath(full.relative_to(src).as_posix()), src, True))
+        else:
+            found.append(_Source(src, PurePosixPath(src.name), src.parent, False))
+    return found, roots
+
+
+def _options_key(options: HipifyOptions, hip_version: tuple[int, int] | None
+                 ) -> tuple[str | None, tuple[int, int] | None, bool, bool, bool]:
+    overrides = str(_abs(options.mapping_overrides)) if options.mapping_overrides else None
+    return (overrides, hip_version, options.translate_comments_and_strings, options.report_unmapped,
+            options.launch_style == "hipLaunchKernelGGL")
+
+
+def _run_all(items: list[tuple[str, bool]], key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+             lint: bool, jobs: int | None, total_bytes: int) -> list[_Processed]:
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < PARALLEL_MIN_BYTES):
+        return _process_batch(items, key, lint)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # Batches of roughly equal size, interleaved so big files spread over workers.
+    nbatches = min(len(items), workers * 4)
+    batches = [items[i::nbatches] for i in range(nbatches)]
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    results: dict[str, _Processed] = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        for batch in pool.map(_process_batch, batches, [key] * nbatches, [lint] * nbatches):
+            for res in batch:
+                results[res.path] = res
+    return [results[path] for path, _ in items]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _same_content(path: Path, data: bytes) -> bool:
+    try:
+        if path.stat().st_size != len(data):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read() == data
+    except OSError:
+        return False
+
+
+def _load_state(out_dir: Path) -> dict[str, str]:
+    try:
+        state = json.loads((out_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(state, dict) or state.get("schema") != STATE_SCHEMA:
+        return {}
+    outputs = state.get("outputs", {})
+    return {str(k): str(v) for k, v in outputs.items()} if isinstance(outputs, dict) else {}
+
+
+def _check_options(options: HipifyOptions) -> None:
+    if options.launch_style not in LAUNCH_STYLES:
+        raise ToolError(f"launch_style must be one of {', '.join(LAUNCH_STYLES)}, not {options.launch_style!r}")
+    if options.naming not in NAMING_STYLES:
+        raise ToolError(f"naming must be one of {', '.join(NAMING_STYLES)}, not {options.naming!r}")
+    if options.engine not in ENGINES:
+        raise ToolError(f"engine must be one of {', '.join(ENGINES)}, not {options.engine!r}")
+    if options.jobs is not None and options.jobs < 1:
+        raise ToolError("jobs must be at least 1")
+
+
+def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions | None = None) -> HipifyResult:
+    """Translate ``sources`` (files and/or directories) into ``out_dir``; never writes a source.
+
+    A directory's files are mirrored under ``out_dir`` (renamed by the naming rules); a file argument
+    lands directly in ``out_dir``. Outputs whose content would not change are not rewritten (mtime kept);
+    outputs of sources that disappeared since the last run into the same ``out_dir`` are removed.
+    """
+    opts = options or HipifyOptions()
+    _check_options(opts)
+    started = time.perf_counter()
+    out_abs = _abs(out_dir)
+    srcs, roots = _walk(list(sources), out_abs)
+    hip_version = opts.hip_version if opts.hip_version is not None else detect_hip_version()
+    key = _options_key(opts, hip_version)
+    db: MappingDatabase = _translator(*key).db  # also validates the override file early
+    if opts.engine == "hipify_torch":
+        from tools.hipify.engines import external_translator
+
+        ext = external_translator()  # raises ToolError when not importable
+    else:
+        ext = None
+
+    items = [(str(s.path), s.path.suffix.lower() in SOURCE_SUFFIXES) for s in srcs]
+    total = 0
+    for s in srcs:
+        try:
+            total += s.path.stat().st_size
+        except OSError:
+            pass
+    processed = _run_all(items, key, opts.lint, opts.jobs, total)
+    if ext is not None:
+        for res in processed:
+            if res.mode == "translate":
+                res.data = ext(res.path, res.data)
+
+    by_path = {s.path: (s, p) for s, p in zip(srcs, processed)}
+    changed = {s.path: p.mode == "translate" and p.changed for s, p in zip(srcs, processed)}
+
+    def out_of(src: _Source) -> Path:
+        return out_abs / output_relpath(src.rel, changed[src.path], opts.naming).as_posix()
+
+    # Resolve project includes: includer dir first ("..."), then every source directory root.
+    resolved: dict[Path, list[tuple[int, _Source, Path]]] = {}
+    for s, p in zip(srcs, processed):
+        links = []
+        for idx, (_a, _b, spelling, angled) in enumerate(p.includes):
+            bases: list[tuple[Path, bool]] = [] if angled else [(s.path.parent, True)]
+            bases += [(r, False) for r in ([s.root] if s.is_dir_root else []) + roots]
+            for base, local in bases:
+                target = Path(os.path.normpath(base / spelling))
+                hit = by_path.get(target)
+                if hit is not None and hit[1].mode != "error":
+                    links.append((idx, hit[0], s.path.parent if local else base))
+                    break
+        if links:
+            resolved[s.path] = links
+
+    def new_spelling(includer: _Source, target: _Source, base: Path) -> str:
+        if base == includer.path.parent:
+            out_base = out_of(includer).parent
+        else:
+            out_base = out_abs / output_relpath(PurePosixPath((base / "x").relative_to(base).as_posix()),
+                                                False, opts.naming).parent.as_posix()
+            out_base = out_abs if base in roots else out_base
+        return PurePosixPath(os.path.relpath(out_of(target), out_base)).as_posix()
+
+    # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
+    moved = True
+    while moved:
+        moved = False
+        for path, links in resolved.items():
+            if changed[path]:
+                continue
+            src, proc = by_path[path]
+            for idx, target, base in links:
+                if new_spelling(src, target, base) != proc.includes[idx][2]:
+                    changed[path] = True
+                    moved = True
+                    break
+
+    findings: list[Finding] = []
+    outputs: dict[Path, Path] = {}
+    written: list[Path] = []
+    unchanged: list[Path] = []
+    copied: list[Path] = []
+    claimed: dict[Path, Path] = {}
+    source_set = set(by_path)
+    defined: set[str] = set()
+    for p in processed:
+        defined.update(p.defines)
+    for s, p in zip(srcs, processed):
+        for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
+            if kind == "unmapped" and name in defined:
+                continue  # the project's own macro, not a CUDA API name
+            findings.append(Finding(s.path, line, col, name, kind, reason, sugg, blocking, rule))
+        if p.mode == "error":
+            findings.append(Finding(s.path, 0, 0, s.path.name, "error", p.error, "check the file's permissions",
+                                    True, "unreadable"))
+            continue
+        dst = out_of(s)
+        if dst in source_set:
+            raise ToolError(f"output {dst} would overwrite a source file: choose another output directory")
+        if dst in claimed:
+            findings.append(Finding(s.path, 0, 0, s.path.name, "error",
+                                    f"output {dst} is also the output of {claimed[dst]}",
+                                    "rename one of the two sources", True, "output-collision"))
+            continue
+        claimed[dst] = s.path
+        data = p.data
+        links = resolved.get(s.path)
+        if links:
+            edits = []
+            for idx, target, base in links:
+                start, end, spelling, _angled = p.includes[idx]
+                new = new_spelling(s, target, base)
+                if new != spelling:
+                    edits.append((start, end, new.encode("latin-1")))
+            for start, end, new_b in sorted(edits, reverse=True):
+                data = data[:start] + new_b + data[end:]
+        outputs[s.path] = dst
+        if p.mode == "copy":
+            copied.append(s.path)
+        if _same_content(dst, data):
+            unchanged.append(dst)
+        else:
+            _write_atomic(dst, data)
+            written.append(dst)
+
+    # Stale outputs: recorded by the previous run into this directory, not produced now.
+    removed: list[Path] = []
+    previous = _load_state(out_abs)
+    current = {str(d) for d in outputs.values()}
+    for _src, old in sorted(previous.items()):
+        old_path = Path(old)
+        if old in current or not _is_within(old_path, out_abs) or old_path in source_set:
+            continue
+        try:
+            old_path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue
+        removed.append(old_path)
+        parent = old_path.parent
+        while parent != out_abs and _is_within(parent, out_abs):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+    state = {
+        "schema": STATE_SCHEMA,
+        "outputs": {str(k): str(v) for k, v in sorted(outputs.items())},
+    }
+    state_bytes = (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()
+    if not _same_content(out_abs / STATE_FILE, state_bytes):
+        _write_atomic(out_abs / STATE_FILE, state_bytes)
+
+    return HipifyResult(
+        outputs,
+        findings,
+        written=written,
+        unchanged=unchanged,
+        removed=removed,
+        copied=copied,
+        hip_version=hip_version,
+        database={
+            "source": db.source,
+            "source_commit": db.source_commit,
+            "fingerprint": db.fingerprint,
+            "entries": str(len(db)),
+        },
+        engine=opts.engine,
+        seconds=time.perf_counter() - started,
+    )
