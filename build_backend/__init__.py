@@ -1,0 +1,66 @@
+"""monarch-runtime's PEP 517 build backend.
+
+It only orchestrates; each stage is a module with a small typed interface, and data flows one way:
+
+    settings.load -> toolchain.detect -> hipify_stage.prepare -> compile.build_bridge
+                  -> rust.build_extension -> wheel.write_wheel
+
+Declared in pyproject.toml with ``backend-path = ["."]``. User errors (BuildError, ToolError) are
+printed as one paragraph without a traceback and the hook exits with status 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from build_backend import log
+from build_backend.errors import BuildError, hook
+from build_backend.pipeline import build_wheel_into, read_pyproject, write_sdist
+
+__all__ = [
+    "BuildError",
+    "build_sdist",
+    "build_wheel",
+    "get_requires_for_build_sdist",
+    "get_requires_for_build_wheel",
+]
+
+
+@hook
+def get_requires_for_build_wheel(config_settings: Mapping[str, object] | None = None) -> list[str]:
+    return []
+
+
+@hook
+def get_requires_for_build_sdist(config_settings: Mapping[str, object] | None = None) -> list[str]:
+    return []
+
+
+@hook
+def build_wheel(
+    wheel_directory: str,
+    config_settings: Mapping[str, object] | None = None,
+    metadata_directory: str | None = None,
+) -> str:
+    out = Path(wheel_directory)
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = build_wheel_into(Path.cwd(), out, config_settings, os.environ)
+    return wheel.name
+
+
+@hook
+def build_sdist(sdist_directory: str, config_settings: Mapping[str, object] | None = None) -> str:
+    source = Path.cwd()
+    out = Path(sdist_directory)
+    out.mkdir(parents=True, exist_ok=True)
+    version = str(read_pyproject(source).get("tool", {}).get("monarch-runtime", {}).get("version", "0"))
+    sdist = write_sdist(source, out, version)
+    log.info(f"sdist: {sdist.name}")
+    return sdist.name
+
+
+if sys.version_info < (3, 9):  # pragma: no cover
+    raise BuildError("building monarch-runtime needs Python 3.9 or newer")

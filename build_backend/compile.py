@@ -1,0 +1,91 @@
+"""Stage 4: the C++ bridge, compiled by CMake + Ninja into a static library for the Rust crate."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from build_backend import log
+from build_backend.errors import BuildError
+from build_backend.hipify_stage import BridgeSources
+from build_backend.paths import Layout
+from build_backend.process import run
+from build_backend.settings import Settings
+from build_backend.toolchain import Toolchain
+
+CMAKE_PROJECT = Path(__file__).resolve().parent / "cmake"
+MIN_CMAKE = (3, 28)
+
+
+def _tool(module: str, name: str) -> Path:
+    """The cmake / ninja executable: the PyPI package's copy first (a build requirement), then PATH."""
+    try:
+        mod = __import__(module)
+        attr = "CMAKE_BIN_DIR" if module == "cmake" else "BIN_DIR"
+        candidate = Path(getattr(mod, attr)) / name
+        if candidate.is_file():
+            return candidate
+    except (ImportError, AttributeError):
+        pass
+    found = shutil.which(name)
+    if not found:
+        raise BuildError(f"{name} was not found (probed the `{module}` Python package and PATH). Install it: pip install {module}.")
+    return Path(found)
+
+
+def cmake_version(cmake: Path) -> tuple[int, int]:
+    out = subprocess.run([os.fspath(cmake), "--version"], capture_output=True, text=True, check=False).stdout
+    m = re.search(r"version (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def build_bridge(
+    toolchain: Toolchain, layout: Layout, settings: Settings, sources: BridgeSources, environ: Mapping[str, str]
+) -> Path:
+    """Configure and build; return the directory that holds libmonarch_bridge.a."""
+    cmake = _tool("cmake", "cmake")
+    ninja = _tool("ninja", "ninja")
+    if cmake_version(cmake) < MIN_CMAKE:
+        raise BuildError(f"{cmake} is older than CMake {MIN_CMAKE[0]}.{MIN_CMAKE[1]}, which the HIP language needs. pip install 'cmake>=3.28'.")
+    build = layout.sub("cmake")
+    assert toolchain.compiler is not None and toolchain.collective_include is not None
+    args: list[str] = [
+        os.fspath(cmake), "-G", "Ninja", "-S", os.fspath(CMAKE_PROJECT), "-B", os.fspath(build),
+        f"-DCMAKE_MAKE_PROGRAM={ninja}",
+        f"-DCMAKE_BUILD_TYPE={'Debug' if settings.debug else 'Release'}",
+        f"-DMONARCH_BRIDGE_SOURCES={';'.join(os.fspath(s) for s in sources.sources)}",
+        f"-DMONARCH_INCLUDE_DIRS={';'.join(os.fspath(d) for d in (*sources.include_dirs, toolchain.collective_include))}",
+        f"-DMONARCH_COLLECTIVE_SONAME={toolchain.collective_soname}",
+        f"-DMONARCH_PREFIX_MAPS={';'.join(f'{old}={new}' for old, new in layout.prefix_maps)}",
+    ]
+    if toolchain.platform == "cuda":
+        args += [
+            "-DMONARCH_GPU_LANGUAGE=CUDA",
+            f"-DCMAKE_CUDA_COMPILER={toolchain.compiler}",
+            # -real: machine code for exactly the requested archs, no PTX (lean, see docs/wheels.md).
+            f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(a + '-real' for a in toolchain.archs)}",
+        ]
+    else:
+        assert toolchain.root is not None and toolchain.device_lib_dir is not None
+        args += [
+            "-DMONARCH_GPU_LANGUAGE=HIP",
+            f"-DCMAKE_HIP_COMPILER={toolchain.compiler}",
+            "-DCMAKE_HIP_PLATFORM=amd",
+            f"-DCMAKE_HIP_ARCHITECTURES={';'.join(toolchain.archs)}",
+            f"-DCMAKE_HIP_FLAGS=--rocm-path={toolchain.root} --hip-device-lib-path={toolchain.device_lib_dir}",
+            f"-DCMAKE_PREFIX_PATH={toolchain.root}",
+        ]
+    env = {**environ, **toolchain.env}
+    fix = "Check the compiler messages above; `python -m tools check` compiles csrc/ for both platforms."
+    with log.stage("configure", f"CMake for {toolchain.platform} ({', '.join(toolchain.archs)})"):
+        run(args, env=env, what="CMake configure of the C++ bridge", fix=fix)
+    jobs = ["-j", str(settings.jobs)] if settings.jobs else []
+    with log.stage("compile", f"{len(sources.sources)} translation units with Ninja"):
+        out = run([os.fspath(cmake), "--build", os.fspath(build), *jobs], env=env, what="compiling the C++ bridge", fix=fix)
+        if "no work to do" in out:
+            log.info("compile: ninja: no work to do")
+    return build

@@ -1,0 +1,47 @@
+"""Stage 3: the bridge sources for the compiler. CUDA compiles csrc/ as it is; ROCm compiles a
+hipified copy written under the build directory (csrc/ is never written)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from build_backend import log
+from build_backend.errors import BuildError
+from build_backend.paths import Layout
+from build_backend.settings import Settings
+from build_backend.toolchain import Toolchain
+
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".hip")
+
+
+@dataclass(frozen=True)
+class BridgeSources:
+    sources: tuple[Path, ...]
+    include_dirs: tuple[Path, ...]
+
+
+def _compile_units(root: Path) -> tuple[Path, ...]:
+    return tuple(sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES))
+
+
+def prepare(toolchain: Toolchain, layout: Layout, settings: Settings) -> BridgeSources:
+    if not layout.csrc.is_dir():
+        raise BuildError(f"the source tree {layout.source} has no csrc/ directory; is this a monarch-runtime checkout?")
+    if toolchain.platform == "cuda":
+        return BridgeSources(_compile_units(layout.csrc), (layout.csrc,))
+    from tools.hipify import HipifyOptions, hipify_tree
+
+    out = layout.sub("hip-src")
+    target = settings.hip_version or toolchain.version
+    with log.stage("hipify", f"csrc/ -> {out} (target HIP {target[0]}.{target[1]})" if target else "csrc/"):
+        result = hipify_tree([layout.csrc], out, HipifyOptions(hip_version=target))
+        log.info(f"hipify: {result.summary()}")
+    if result.blocking:
+        raise BuildError(
+            "hipify left code in csrc/ that cannot be ported to the target HIP version:\n"
+            + "\n".join(f"  {f}" for f in result.findings[:20])
+            + "\nRun `python -m tools hipify csrc -o /tmp/out --report r.json` for the full report."
+        )
+    sources = tuple(sorted(p for p in result.outputs.values() if p.suffix in SOURCE_SUFFIXES))
+    return BridgeSources(sources, (out,))

@@ -1,0 +1,128 @@
+"""The stages in order, for one wheel; plus the sdist."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import tarfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from build_backend import compile as compile_stage
+from build_backend import hipify_stage, log, rust, settings, toolchain, wheel
+from build_backend.errors import BuildError
+from build_backend.paths import make_layout
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.9/3.10 builders
+    import tomli as tomllib
+
+SDIST_EXCLUDE_DIRS = {".git", "build", "dist", "target", "__pycache__", ".pytest_cache", ".mypy_cache",
+                      ".ruff_cache", ".hypothesis", ".venv"}
+
+
+def read_pyproject(source: Path) -> dict[str, Any]:
+    path = source / "pyproject.toml"
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as err:
+        raise BuildError(f"cannot read {path}: {err.strerror}; run the build from the project root.") from None
+    except tomllib.TOMLDecodeError as err:
+        raise BuildError(f"{path} is not valid TOML: {err}.") from None
+
+
+def _metadata(pyproject: Mapping[str, Any], source: Path, tc: toolchain.Toolchain) -> wheel.Metadata:
+    project = pyproject.get("project", {})
+    base = str(pyproject.get("tool", {}).get("monarch-runtime", {}).get("version", "0.0.0"))
+    readme_path = source / str(project.get("readme", "README.md"))
+    readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else ""
+    license_text = project.get("license", {}).get("text", "") if isinstance(project.get("license"), dict) else ""
+    return wheel.Metadata(
+        version=f"{base}+{tc.local_label}",
+        summary=str(project.get("description", "")),
+        requires_python=str(project.get("requires-python", ">=3.9")),
+        requires_dist=tc.requires_dist,
+        readme=readme,
+        license=str(license_text),
+        classifiers=tuple(project.get("classifiers", ())),
+    )
+
+
+def build_info(tc: toolchain.Toolchain, meta: wheel.Metadata, debug: bool) -> dict[str, object]:
+    archs = [f"sm_{a}" for a in tc.archs] if tc.platform == "cuda" else list(tc.archs)
+    return {
+        "platform": tc.platform,
+        "version": meta.version,
+        "archs": archs,
+        "toolkit": None if tc.platform == "cpu" else tc.platform,
+        "toolkit_version": tc.version_text,
+        "collective": tc.collective,
+        "collective_library": tc.collective_soname,
+        "debug": debug,
+    }
+
+
+def build_wheel_into(
+    source: Path, out_dir: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
+) -> Path:
+    start = time.perf_counter()
+    pyproject = read_pyproject(source)
+    opts = settings.load(config_settings, environ, pyproject)
+    with log.stage("detect", "toolchain and architectures"):
+        tc = toolchain.detect(opts, environ)
+        log.info(
+            f"detect: platform={tc.platform}"
+            + (f" toolkit={tc.version_text} root={tc.root} compiler={tc.compiler} archs={';'.join(tc.archs)}"
+               f" collective={tc.collective}" if tc.platform != "cpu" else " (no GPU toolkit)")
+        )
+    layout = make_layout(source, opts.build_dir, tc.platform)
+    bridge_dir = None
+    if tc.platform != "cpu":
+        sources = hipify_stage.prepare(tc, layout, opts)
+        bridge_dir = compile_stage.build_bridge(tc, layout, opts, sources, environ)
+    extension = rust.build_extension(tc, layout, opts, bridge_dir, environ)
+    meta = _metadata(pyproject, source, tc)
+    package_dir = source / "python" / wheel.PACKAGE
+    files: dict[str, Path | bytes] = {
+        f"{wheel.PACKAGE}/{p.relative_to(package_dir).as_posix()}": p
+        for p in sorted(package_dir.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".pyi", ".typed")
+    }
+    files[f"{wheel.PACKAGE}/{rust.EXTENSION_NAME}.abi3.so"] = extension
+    files[f"{wheel.PACKAGE}/build_info.json"] = wheel.build_info_json(build_info(tc, meta, opts.debug))
+    with log.stage("pack", f"wheel into {out_dir}"):
+        result = wheel.write_wheel(out_dir, meta, wheel.platform_tag(), files)
+    log.info(f"built {result.name} in {time.perf_counter() - start:.1f} s")
+    return result
+
+
+def write_sdist(source: Path, out_dir: Path, version: str) -> Path:
+    """A reproducible .tar.gz of the source tree (without build outputs)."""
+    base = f"monarch_runtime-{version}"
+    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", wheel.DEFAULT_EPOCH))
+    files = sorted(
+        p for p in source.rglob("*")
+        if p.is_file() and not (set(p.relative_to(source).parts[:-1]) & SDIST_EXCLUDE_DIRS)
+        and not p.name.endswith((".pyc", ".so", ".whl"))
+    )
+    target = out_dir / f"{base}.tar.gz"
+    tmp = out_dir / f".{target.name}.partial"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        pkg_info = f"Metadata-Version: 2.1\nName: {wheel.NAME}\nVersion: {version}\n".encode()
+        for name, data in [("PKG-INFO", pkg_info)] + [(p.relative_to(source).as_posix(), p.read_bytes()) for p in files]:
+            info = tarfile.TarInfo(f"{base}/{name}")
+            info.size, info.mtime, info.mode = len(data), mtime, 0o644
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
+    with tmp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=mtime, filename="") as gz:
+        gz.write(buffer.getvalue())
+    tmp.replace(target)
+    return target

@@ -1,0 +1,80 @@
+"""Stage 5: the Rust runtime crate, built by maturin into the PyO3 extension (abi3)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from build_backend import log
+from build_backend.errors import BuildError
+from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout
+from build_backend.process import run
+from build_backend.settings import Settings
+from build_backend.toolchain import Toolchain
+
+EXTENSION_NAME = "_native"
+
+
+def build_extension(
+    toolchain: Toolchain, layout: Layout, settings: Settings, bridge_dir: Path | None, environ: Mapping[str, str]
+) -> Path:
+    """Build the extension; return the path of ``_native.abi3.so`` (extracted from maturin's wheel)."""
+    manifest = layout.source / "rust" / "runtime" / "Cargo.toml"
+    if not manifest.is_file():
+        raise BuildError(f"the runtime crate's manifest {manifest} is missing; is this a monarch-runtime checkout?")
+    out = layout.sub("maturin")
+    for old in out.glob("*.whl"):
+        old.unlink()
+    cargo_home = Path(environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    remaps = [f"--remap-path-prefix={layout.build}={BUILD_PREFIX}", f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
+              f"--remap-path-prefix={cargo_home}=/cargo"]
+    rustflags = " ".join(filter(None, [environ.get("RUSTFLAGS", ""), *remaps]))
+    env = {
+        **environ,
+        **toolchain.env,
+        "MONARCH_GPU_PLATFORM": toolchain.platform,
+        "CARGO_TARGET_DIR": os.fspath(layout.sub("cargo")),
+        "RUSTFLAGS": rustflags,
+    }
+    if bridge_dir is not None:
+        env["MONARCH_BRIDGE_LIB_DIR"] = os.fspath(bridge_dir)
+    if toolchain.platform == "cuda" and toolchain.root is not None:
+        env["MONARCH_CUDA_HOME"] = os.fspath(toolchain.root)
+    if toolchain.platform == "rocm" and toolchain.root is not None and toolchain.lib_dir is not None:
+        env["MONARCH_ROCM_PATH"] = os.fspath(toolchain.root)
+        env["MONARCH_HIP_LIB_DIR"] = os.fspath(toolchain.lib_dir)
+    link_args: list[str] = []
+    if toolchain.rpaths:
+        link_args = ["-C", f"link-arg=-Wl,--enable-new-dtags,-rpath,{':'.join(toolchain.rpaths)}"]
+    args = [
+        sys.executable, "-m", "maturin", "build",
+        "--manifest-path", os.fspath(manifest),
+        "--out", os.fspath(out),
+        "--features", "extension-module",
+        "--interpreter", sys.executable,
+        "--compatibility", "linux",
+        "--auditwheel", "skip",
+    ]
+    args += ["--profile", "dev"] if settings.debug else ["--release", "--strip"]
+    if settings.jobs:
+        args += ["--jobs", str(settings.jobs)]
+    if link_args:
+        args += ["--", *link_args]
+    with log.stage("cargo", f"maturin build of rust/runtime for {toolchain.platform}"):
+        run(args, env=env, cwd=layout.build, what="building the Rust extension with maturin",
+            fix="Is Rust installed (https://rustup.rs) and cargo on PATH?")
+    wheels = sorted(out.glob("*.whl"))
+    if len(wheels) != 1:
+        raise BuildError(f"maturin produced {len(wheels)} wheels in {out}, expected one.")
+    target = layout.build / f"{EXTENSION_NAME}.abi3.so"
+    with zipfile.ZipFile(wheels[0]) as zf:
+        members = [n for n in zf.namelist() if Path(n).name.startswith(EXTENSION_NAME) and n.endswith(".so")]
+        if len(members) != 1:
+            raise BuildError(f"maturin's wheel {wheels[0].name} holds {members or 'no'} extension modules, expected one.")
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(zf.read(members[0]))
+        tmp.replace(target)
+    return target
