@@ -25,24 +25,46 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("sources", nargs="+", type=Path, metavar="SRC", help="source files or directories")
     ap.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output directory")
     ap.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report here ('-': stdout)")
-    ap.add_argument("--hip-version", metavar="X.Y",
-                    help="target HIP version (default: the ROCm found, else no version limit)")
+    ap.add_argument(
+        "--hip-version",
+        metavar="X.Y",
+        help="target HIP version (default: the ROCm found, else no version limit)",
+    )
     ap.add_argument("--strict", action="store_true", help="exit 1 when anything unportable remains")
-    ap.add_argument("--launch", choices=LAUNCH_STYLES, default="keep",
-                    help="keep <<<...>>> launches (default) or convert them to hipLaunchKernelGGL")
-    ap.add_argument("--translate-comments", action="store_true",
-                    help="also translate names in comments and string literals")
+    ap.add_argument(
+        "--launch",
+        choices=LAUNCH_STYLES,
+        default="keep",
+        help="keep <<<...>>> launches (default) or convert them to hipLaunchKernelGGL",
+    )
+    ap.add_argument(
+        "--translate-comments",
+        action="store_true",
+        help="also translate names in comments and string literals",
+    )
     ap.add_argument("--mappings", type=Path, metavar="FILE", help="project mapping overrides (TSV or JSON)")
     ap.add_argument("--naming", choices=NAMING_STYLES, default="hipify_torch", help="output file naming")
-    ap.add_argument("--engine", choices=ENGINES, default="builtin",
-                    help="translation engine (hipify_torch: the external one, when importable)")
+    ap.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="builtin",
+        help="translation engine (hipify_torch: the external one, when importable)",
+    )
     ap.add_argument("--no-lint", action="store_true", help="skip the portability-hazard lint")
-    ap.add_argument("--no-unmapped", action="store_true",
-                    help="do not report CUDA-looking names missing from the database")
+    ap.add_argument(
+        "--no-unmapped",
+        action="store_true",
+        help="do not report CUDA-looking names missing from the database",
+    )
     ap.add_argument("-j", "--jobs", type=int, help="worker processes (default: CPUs, when worth it)")
     ap.add_argument("-q", "--quiet", action="store_true", help="only the summary line on stderr")
-    ap.add_argument("--max-listed", type=int, default=20, metavar="N",
-                    help="blocking findings listed on stderr (default 20; the report has all)")
+    ap.add_argument(
+        "--max-listed",
+        type=int,
+        default=20,
+        metavar="N",
+        help="blocking findings listed on stderr (default 20; the report has all)",
+    )
     return ap
 
 
@@ -77,7 +99,9 @@ def main(argv: list[str]) -> int:
         for finding in listed:
             print(str(finding), file=sys.stderr)
         if result.blocking > len(listed):
-            print(f"... {result.blocking - len(listed)} more blocking findings (see --report)", file=sys.stderr)
+            print(
+                f"... {result.blocking - len(listed)} more blocking findings (see --report)", file=sys.stderr
+            )
     print(result.summary(), file=sys.stderr)
     if args.strict and result.blocking:
         print(f"hipify: --strict: {result.blocking} unportable findings remain", file=sys.stderr)

@@ -97,6 +97,7 @@ class Finding:
         line: int,
         column: int,
         name: str,
+        *,
         kind: str,
         reason: str,
         suggestion: str,
@@ -133,11 +134,11 @@ class Finding:
             int(str(data["line"])),
             int(str(data["column"])),
             str(data["name"]),
-            str(data["kind"]),
-            str(data["reason"]),
-            str(data["suggestion"]),
-            bool(data["blocking"]),
-            str(data.get("rule", "")),
+            kind=str(data["kind"]),
+            reason=str(data["reason"]),
+            suggestion=str(data["suggestion"]),
+            blocking=bool(data["blocking"]),
+            rule=str(data.get("rule", "")),
         )
 
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -218,9 +219,7 @@ class HipifyResult:
             "engine": self.engine,
             "hip_version": ".".join(map(str, self.hip_version)) if self.hip_version else None,
             "database": self.database,
-            "files": [
-                {"source": str(src), "output": str(dst)} for src, dst in sorted(self.outputs.items())
-            ],
+            "files": [{"source": str(src), "output": str(dst)} for src, dst in sorted(self.outputs.items())],
             "written": sorted(str(p) for p in self.written),
             "removed": sorted(str(p) for p in self.removed),
             "counts": self.counts(),

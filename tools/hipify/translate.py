@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 
 # Bytes that continue an identifier. Bytes >= 0x80 count as identifier bytes so that a CUDA name glued to
@@ -36,7 +37,7 @@ class RawFinding:
 
     __slots__ = ("blocking", "kind", "name", "offset", "reason", "rule", "suggestion")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - built in hot loops; positional on purpose
         self, offset: int, name: str, kind: str, reason: str, suggestion: str, blocking: bool, rule: str = ""
     ) -> None:
         self.offset = offset  # byte offset in the input
@@ -70,7 +71,7 @@ class Include:
 class FileResult:
     __slots__ = ("changed", "comment_spans", "data", "defines", "findings", "includes")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917
         self,
         data: bytes,
         changed: bool,
@@ -112,7 +113,9 @@ def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[b
         rb"(?P<define>^[ \t]*\#[ \t]*define[ \t]+(?P<macro>[A-Za-z_]\w*))",
         rb"(?P<lc>//(?:[^\\\n]|\\\r\n|\\.)*)",
         rb"(?P<bc>/\*.*?(?:\*/|\Z))",
-        rb"(?P<raw>(?<![" + _IDC + rb"])(?:u8|[uUL])?R\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")",
+        rb"(?P<raw>(?<!["
+        + _IDC
+        + rb"])(?:u8|[uUL])?R\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")",
         rb"(?P<str>(?<![" + _IDC + rb"])(?:u8|[uUL])?\"(?:[^\"\\\n]|\\\r\n|\\.)*\"?)",
         rb"(?P<num>(?<![" + _IDC + rb"])\.?[0-9](?:[" + _IDC + rb".]|'(?=[0-9A-Za-z])|[eEpP][+-])*)",
         rb"(?P<chr>'(?:[^'\\\n]|\\.)*'?)",
@@ -192,7 +195,8 @@ class Translator:
                     f"HIP has no equivalent of {e.cuda_name} ({e.library} API"
                     + (f", {e.section}" if e.section else "")
                     + ")",
-                    "rewrite without it, guard it with #ifdef __HIP_PLATFORM_AMD__, or map it with --mappings FILE",
+                    "rewrite without it, guard it with #ifdef __HIP_PLATFORM_AMD__, "
+                    "or map it with --mappings FILE",
                     not device_helper,  # a bare device helper name may just be the project's own function
                 ),
                 ns,
@@ -266,6 +270,7 @@ class Translator:
         includes: list[Include] = []
         defines: list[str] = []
         spans: list[tuple[int, int]] = []
+        launches: list[tuple[int, int]] = []  # (offset in output, offset in input) of each <<<
         action = self.action
         cache = self._cache
         changed = False
@@ -310,8 +315,15 @@ class Translator:
                 if finding is not None:
                     fk, reason, sugg, blocking = finding
                     findings.append(
-                        RawFinding(pstart, path.decode("latin-1"), fk, reason, sugg, blocking,
-                                   "cuda-only-header" if fk == "hazard" else "")
+                        RawFinding(
+                            pstart,
+                            path.decode("latin-1"),
+                            fk,
+                            reason,
+                            sugg,
+                            blocking,
+                            "cuda-only-header" if fk == "hazard" else "",
+                        )
                     )
                 if repl is not None:
                     if repl:
@@ -331,19 +343,45 @@ class Translator:
                 else:
                     ostart = olen + (pstart - pos)
                     includes.append(
-                        Include(ostart, ostart + (pend - pstart), path.decode("latin-1"),
-                                m.group("open") == b"<", pstart)
+                        Include(
+                            ostart,
+                            ostart + (pend - pstart),
+                            path.decode("latin-1"),
+                            m.group("open") == b"<",
+                            pstart,
+                        )
                     )
-                    if finding is None and _CUDA_LOOKING_HEADER.match(path) and not path.startswith(b"thrust/"):
+                    if (
+                        finding is None
+                        and _CUDA_LOOKING_HEADER.match(path)
+                        and not path.startswith(b"thrust/")
+                    ):
                         # maybe a project header; the tree pass decides (see Include)
                         pass
             elif kind == "define":
                 defines.append(m.group("macro").decode("latin-1"))
+            elif kind == "launch":
+                launches.append((olen + (m.start() - pos), m.start()))
         if pos == 0:
             result = data
         else:
             out.append(data[pos:])
             result = b"".join(out)
+        if launches:
+            result, includes, failed = convert_launches(result, launches, includes, spans_out=None)
+            for in_off in failed:
+                findings.append(
+                    RawFinding(
+                        in_off,
+                        "<<<",
+                        "hazard",
+                        "kernel launch not converted: could not parse it",
+                        "convert it to hipLaunchKernelGGL by hand (or keep <<<>>>: HIP-Clang accepts it)",
+                        False,
+                        "launch-syntax",
+                    )
+                )
+            changed = changed or len(failed) < len(launches)
         return FileResult(result, changed, findings, includes, defines, spans)
 
     def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
@@ -374,7 +412,7 @@ def line_starts(data: bytes) -> list[int]:
 
 def positions(data: bytes, offsets: Iterable[int]) -> dict[int, tuple[int, int]]:
     """Byte offsets -> (line, column), both 1-based; columns count bytes."""
-    from bisect import bisect_right
+    from bisect import bisect_right  # noqa: PLC0415 - rarely needed
 
     wanted = sorted(set(offsets))
     if not wanted:
@@ -385,3 +423,148 @@ def positions(data: bytes, offsets: Iterable[int]) -> dict[int, tuple[int, int]]
         line = bisect_right(starts, off)
         out[off] = (line, off - starts[line - 1] + 1)
     return out
+
+
+_KERNEL_TAIL = re.compile(rb"(?:::\s*)?[A-Za-z_][A-Za-z0-9_]*(?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*\s*\Z")
+_OPEN = {ord("("): ord(")"), ord("["): ord("]"), ord("{"): ord("}")}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def _match_back_angle(data: bytes, end: int) -> int:
+    """``data[end-1]`` is ``>``: the index of the matching ``<`` (or -1)."""
+    depth = 0
+    i = end - 1
+    while i >= 0:
+        c = data[i]
+        if c == ord(">"):
+            depth += 1
+        elif c == ord("<"):
+            depth -= 1
+            if depth == 0:
+                return i
+        elif c in (ord(";"), ord("{"), ord("}")):
+            return -1
+        i -= 1
+    return -1
+
+
+def _split_top(data: bytes, start: int, stop_at: bytes) -> tuple[list[tuple[int, int]], int] | None:
+    """Split ``data[start:]`` at top-level commas until ``stop_at`` at depth 0.
+
+    Returns (pieces, index of stop), or None when a ``;`` or an unbalanced bracket comes first."""
+    depth = 0
+    pieces: list[tuple[int, int]] = []
+    piece_start = start
+    i = start
+    n = len(data)
+    while i < n:
+        if depth == 0 and data.startswith(stop_at, i):
+            pieces.append((piece_start, i))
+            return pieces, i
+        c = data[i]
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            if depth == 0:
+                return None
+            depth -= 1
+        elif c == ord(",") and depth == 0:
+            pieces.append((piece_start, i))
+            piece_start = i + 1
+        elif c == ord(";") and depth == 0:
+            return None
+        elif c in (ord('"'), ord("'")):
+            j = i + 1
+            while j < n and data[j] != c:
+                j += 2 if data[j] == ord("\\") else 1
+            i = j
+        i += 1
+    return None
+
+
+def convert_launches(
+    data: bytes, launches: list[tuple[int, int]], includes: list[Include], spans_out: None = None
+) -> tuple[bytes, list[Include], list[int]]:
+    """Rewrite ``k<<<g, b, s, st>>>(args)`` to ``hipLaunchKernelGGL(k, dim3(g), dim3(b), s, st, args)``.
+
+    Templated kernels are parenthesised: ``hipLaunchKernelGGL((k<T, 4>), ...)``; namespace-qualified names
+    are kept. Returns the new bytes, includes with shifted offsets, and the input offsets of launches that
+    could not be parsed (left as they were).
+    """
+    edits: list[tuple[int, int, bytes]] = []
+    failed: list[int] = []
+    for at, in_off in launches:
+        # kernel expression before <<<
+        k_end = at
+        while k_end > 0 and data[k_end - 1] in b" \t":
+            k_end -= 1
+        k_start = k_end
+        templated = False
+        if k_end > 0 and data[k_end - 1] == ord(">"):
+            lt = _match_back_angle(data, k_end)
+            if lt < 0:
+                failed.append(in_off)
+                continue
+            k_start = lt
+            templated = True
+        m = _KERNEL_TAIL.search(data, max(0, k_start - 256), k_start)
+        if m is None:
+            failed.append(in_off)
+            continue
+        k_start = m.start()
+        kernel = data[k_start:k_end].strip()
+        cfg = _split_top(data, at + 3, b">>>")
+        if cfg is None:
+            failed.append(in_off)
+            continue
+        cfg_pieces, cfg_end = cfg
+        j = cfg_end + 3
+        while j < len(data) and data[j] in b" \t\r\n":
+            j += 1
+        if j >= len(data) or data[j] != ord("("):
+            failed.append(in_off)
+            continue
+        args = _split_top(data, j + 1, b")")
+        if args is None or len(cfg_pieces) < 2 or len(cfg_pieces) > 4:
+            failed.append(in_off)
+            continue
+        _arg_pieces, args_end = args
+        cfg_text = [data[a:b].strip() for a, b in cfg_pieces]
+        while len(cfg_text) < 4:
+            cfg_text.append(b"0")
+        arg_text = data[j + 1 : args_end].strip()
+        head = b"(" + kernel + b")" if templated else kernel
+        call = (
+            b"hipLaunchKernelGGL("
+            + head
+            + b", dim3("
+            + cfg_text[0]
+            + b"), dim3("
+            + cfg_text[1]
+            + b"), "
+            + cfg_text[2]
+            + b", "
+            + cfg_text[3]
+            + (b", " + arg_text if arg_text else b"")
+            + b")"
+        )
+        if edits and edits[-1][1] > k_start:  # overlapping (nested) launch: leave it
+            failed.append(in_off)
+            continue
+        edits.append((k_start, args_end + 1, call))
+    if not edits:
+        return data, includes, failed
+    parts: list[bytes] = []
+    pos = 0
+    for start, end, repl in edits:
+        parts.append(data[pos:start])
+        parts.append(repl)
+        pos = end
+    parts.append(data[pos:])
+    new_includes = []
+    for inc in includes:
+        shift = sum(len(r) - (e - s) for s, e, r in edits if e <= inc.out_start)
+        new_includes.append(
+            Include(inc.out_start + shift, inc.out_end + shift, inc.spelling, inc.angled, inc.in_offset)
+        )
+    return b"".join(parts), new_includes, failed

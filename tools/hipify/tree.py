@@ -18,8 +18,25 @@ from tools.hipify.translate import RawFinding, Translator, positions
 
 #: files translated (everything else under a source directory is copied byte for byte)
 SOURCE_SUFFIXES = frozenset(
-    {".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc",
-     ".ipp", ".tpp", ".hip"}
+    {
+        ".cu",
+        ".cuh",
+        ".c",
+        ".cc",
+        ".cpp",
+        ".cxx",
+        ".c++",
+        ".h",
+        ".hh",
+        ".hpp",
+        ".hxx",
+        ".h++",
+        ".inl",
+        ".inc",
+        ".ipp",
+        ".tpp",
+        ".hip",
+    }
 )
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 STATE_FILE = ".hipify-state.json"
@@ -73,7 +90,9 @@ def output_relpath(rel: PurePosixPath, changed: bool, naming: str = "hipify_torc
     new_suffix = ".hip" if suffix == ".cu" else suffix
     if naming == "keep":
         return rel.with_name(stem + new_suffix)
-    parent = PurePosixPath(*[_swap_cuda(p) for p in rel.parent.parts]) if rel.parent.parts else PurePosixPath()
+    parent = (
+        PurePosixPath(*[_swap_cuda(p) for p in rel.parent.parts]) if rel.parent.parts else PurePosixPath()
+    )
     new_stem = stem
     if changed:
         new_stem = _swap_cuda(stem)
@@ -114,8 +133,9 @@ class _Processed:
         self.error = ""
 
 
-def _process(path: str, translate: bool, key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
-             lint: bool) -> _Processed:
+def _process(
+    path: str, translate: bool, key: tuple[str | None, tuple[int, int] | None, bool, bool, bool], lint: bool
+) -> _Processed:
     res = _Processed(path)
     try:
         with open(path, "rb") as fh:
@@ -133,13 +153,11 @@ def _process(path: str, translate: bool, key: tuple[str | None, tuple[int, int] 
     fr = tr.translate(data)
     raw: list[RawFinding] = list(fr.findings)
     if lint:
-        from tools.hipify.lint import lint_bytes
+        from tools.hipify.lint import lint_bytes  # noqa: PLC0415 - lazy: lint is optional
 
         raw.extend(lint_bytes(data, fr.comment_spans))
     pos = positions(data, [f.offset for f in raw])
-    res.findings = [
-        (*pos[f.offset], f.name, f.kind, f.reason, f.suggestion, f.blocking, f.rule) for f in raw
-    ]
+    res.findings = [(*pos[f.offset], f.name, f.kind, f.reason, f.suggestion, f.blocking, f.rule) for f in raw]
     res.data = fr.data
     res.changed = fr.changed
     res.includes = [(i.out_start, i.out_end, i.spelling, i.angled) for i in fr.includes]
@@ -148,7 +166,9 @@ def _process(path: str, translate: bool, key: tuple[str | None, tuple[int, int] 
 
 
 def _process_batch(
-    items: list[tuple[str, bool]], key: tuple[str | None, tuple[int, int] | None, bool, bool, bool], lint: bool
+    items: list[tuple[str, bool]],
+    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    lint: bool,
 ) -> list[_Processed]:
     return [_process(path, translate, key, lint) for path, translate in items]
 
@@ -185,12 +205,17 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
             raise ToolError(f"source not found: {given}")
         if src.is_dir():
             if src == out_dir or _is_within(src, out_dir):
-                raise ToolError(f"output directory {out_dir} contains source {given}: refusing to translate in place")
+                raise ToolError(
+                    f"output directory {out_dir} contains source {given}: refusing to translate in place"
+                )
             roots.append(src)
             for dirpath, dirnames, filenames in os.walk(src):
                 dpath = Path(dirpath)
                 dirnames[:] = sorted(
-                    d for d in dirnames if d not in SKIP_DIRS and not _is_within(dpath / d, out_dir)
+                    d
+                    for d in dirnames
+                    if d not in SKIP_DIRS
+                    and not _is_within(dpath / d, out_dir)
                     and not (d.startswith(".") and d != ".")
                 )
                 for name in sorted(filenames):
@@ -201,20 +226,31 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
     return found, roots
 
 
-def _options_key(options: HipifyOptions, hip_version: tuple[int, int] | None
-                 ) -> tuple[str | None, tuple[int, int] | None, bool, bool, bool]:
+def _options_key(
+    options: HipifyOptions, hip_version: tuple[int, int] | None
+) -> tuple[str | None, tuple[int, int] | None, bool, bool, bool]:
     overrides = str(_abs(options.mapping_overrides)) if options.mapping_overrides else None
-    return (overrides, hip_version, options.translate_comments_and_strings, options.report_unmapped,
-            options.launch_style == "hipLaunchKernelGGL")
+    return (
+        overrides,
+        hip_version,
+        options.translate_comments_and_strings,
+        options.report_unmapped,
+        options.launch_style == "hipLaunchKernelGGL",
+    )
 
 
-def _run_all(items: list[tuple[str, bool]], key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
-             lint: bool, jobs: int | None, total_bytes: int) -> list[_Processed]:
+def _run_all(
+    items: list[tuple[str, bool]],
+    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    lint: bool,
+    jobs: int | None,
+    total_bytes: int,
+) -> list[_Processed]:
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < PARALLEL_MIN_BYTES):
         return _process_batch(items, key, lint)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing  # noqa: PLC0415 - only when a pool is worth it (start-up time)
+    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
     # Batches of roughly equal size, interleaved so big files spread over workers.
     nbatches = min(len(items), workers * 4)
@@ -264,7 +300,9 @@ def _load_state(out_dir: Path) -> dict[str, str]:
 
 def _check_options(options: HipifyOptions) -> None:
     if options.launch_style not in LAUNCH_STYLES:
-        raise ToolError(f"launch_style must be one of {', '.join(LAUNCH_STYLES)}, not {options.launch_style!r}")
+        raise ToolError(
+            f"launch_style must be one of {', '.join(LAUNCH_STYLES)}, not {options.launch_style!r}"
+        )
     if options.naming not in NAMING_STYLES:
         raise ToolError(f"naming must be one of {', '.join(NAMING_STYLES)}, not {options.naming!r}")
     if options.engine not in ENGINES:
@@ -289,7 +327,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     key = _options_key(opts, hip_version)
     db: MappingDatabase = _translator(*key).db  # also validates the override file early
     if opts.engine == "hipify_torch":
-        from tools.hipify.engines import external_translator
+        from tools.hipify.engines import external_translator  # noqa: PLC0415 - optional engine
 
         ext = external_translator()  # raises ToolError when not importable
     else:
@@ -304,9 +342,13 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             pass
     processed = _run_all(items, key, opts.lint, opts.jobs, total)
     if ext is not None:
+        # The external engine translates the original bytes; the report (findings) stays the built-in one's.
         for res in processed:
             if res.mode == "translate":
-                res.data = ext(res.path, res.data)
+                original = Path(res.path).read_bytes()
+                res.data = ext(res.path, original)
+                res.changed = res.data != original
+                res.includes = []
 
     by_path = {s.path: (s, p) for s, p in zip(srcs, processed)}
     changed = {s.path: p.mode == "translate" and p.changed for s, p in zip(srcs, processed)}
@@ -322,8 +364,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             bases: list[tuple[Path, bool]] = [] if angled else [(s.path.parent, True)]
             bases += [(r, False) for r in ([s.root] if s.is_dir_root else []) + roots]
             for base, local in bases:
-                target = Path(os.path.normpath(base / spelling))
-                hit = by_path.get(target)
+                candidate = Path(os.path.normpath(base / spelling))
+                hit = by_path.get(candidate)
                 if hit is not None and hit[1].mode != "error":
                     links.append((idx, hit[0], s.path.parent if local else base))
                     break
@@ -331,12 +373,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             resolved[s.path] = links
 
     def new_spelling(includer: _Source, target: _Source, base: Path) -> str:
-        if base == includer.path.parent:
-            out_base = out_of(includer).parent
-        else:
-            out_base = out_abs / output_relpath(PurePosixPath((base / "x").relative_to(base).as_posix()),
-                                                False, opts.naming).parent.as_posix()
-            out_base = out_abs if base in roots else out_base
+        # Relative to the includer's output directory, or to the output root for a source-root base.
+        out_base = out_of(includer).parent if base == includer.path.parent else out_abs
         return PurePosixPath(os.path.relpath(out_of(target), out_base)).as_posix()
 
     # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
@@ -346,9 +384,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         for path, links in resolved.items():
             if changed[path]:
                 continue
-            src, proc = by_path[path]
+            includer, proc = by_path[path]
             for idx, target, base in links:
-                if new_spelling(src, target, base) != proc.includes[idx][2]:
+                if new_spelling(includer, target, base) != proc.includes[idx][2]:
                     changed[path] = True
                     moved = True
                     break
@@ -367,25 +405,58 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
             if kind == "unmapped" and name in defined:
                 continue  # the project's own macro, not a CUDA API name
-            findings.append(Finding(s.path, line, col, name, kind, reason, sugg, blocking, rule))
+            findings.append(
+                Finding(
+                    s.path,
+                    line,
+                    col,
+                    name,
+                    kind=kind,
+                    reason=reason,
+                    suggestion=sugg,
+                    blocking=blocking,
+                    rule=rule,
+                )
+            )
         if p.mode == "error":
-            findings.append(Finding(s.path, 0, 0, s.path.name, "error", p.error, "check the file's permissions",
-                                    True, "unreadable"))
+            findings.append(
+                Finding(
+                    s.path,
+                    0,
+                    0,
+                    s.path.name,
+                    kind="error",
+                    reason=p.error,
+                    suggestion="check the file's permissions",
+                    blocking=True,
+                    rule="unreadable",
+                )
+            )
             continue
         dst = out_of(s)
         if dst in source_set:
             raise ToolError(f"output {dst} would overwrite a source file: choose another output directory")
         if dst in claimed:
-            findings.append(Finding(s.path, 0, 0, s.path.name, "error",
-                                    f"output {dst} is also the output of {claimed[dst]}",
-                                    "rename one of the two sources", True, "output-collision"))
+            findings.append(
+                Finding(
+                    s.path,
+                    0,
+                    0,
+                    s.path.name,
+                    kind="error",
+                    reason=f"output {dst} is also the output of {claimed[dst]}",
+                    suggestion="rename one of the two sources",
+                    blocking=True,
+                    rule="output-collision",
+                )
+            )
             continue
         claimed[dst] = s.path
         data = p.data
-        links = resolved.get(s.path)
-        if links:
+        file_links = resolved.get(s.path)
+        if file_links:
             edits = []
-            for idx, target, base in links:
+            for idx, target, base in file_links:
                 start, end, spelling, _angled = p.includes[idx]
                 new = new_spelling(s, target, base)
                 if new != spelling:

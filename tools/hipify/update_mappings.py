@@ -64,7 +64,9 @@ CONV_KIND = {
     "CONV_DEVICE_FUNC": "device_function",
 }
 
-_SRC_ENTRY = re.compile(r'\{\s*"([^"]+)"\s*,\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(CONV_\w+)\s*,\s*(API_\w+)([^}]*)')
+_SRC_ENTRY = re.compile(
+    r'\{\s*"([^"]+)"\s*,\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(CONV_\w+)\s*,\s*(API_\w+)([^}]*)'
+)
 _SECTION = re.compile(r"^#{2,}\s*(?:\*\*)?\s*(?:\d+\.\s*)?(.*?)\s*(?:\*\*)?\s*$")
 
 
@@ -153,8 +155,8 @@ def parse_table(text: str) -> Iterable[Row]:
             # header: CUDA A D C R HIP A D C R E -> prefix HIP columns
             names: list[str] = []
             prefix = "cuda"
-            for c in cells:
-                c = c.strip("*")
+            for cell in cells:
+                c = cell.strip("*")
                 if c in ("CUDA", "HIP", "ROC", "MIOPEN"):
                     prefix = c.lower()
                     names.append(prefix)
@@ -257,7 +259,7 @@ def build_entries(src: Source) -> tuple[list[Entry], list[str]]:
                 cuda_name=cuda,
                 hip_name=hip,
                 kind="header",
-                library=API_LIBRARY.get(api, api.removeprefix("API_").lower() if hasattr(api, "removeprefix") else api),
+                library=API_LIBRARY.get(api, api[4:].lower()),
                 supported=not unsupported,
                 section="includes",
             )
@@ -314,6 +316,8 @@ def main(argv: list[str]) -> int:
         return 0 if same else 1
     n = generate(src, args.output, args.commit)
     meta, _ = read_tsv(args.output)
-    print(f"wrote {n} entries to {args.output} (source commit {meta.get('source_commit') or 'unknown'})",
-          file=sys.stderr)
+    print(
+        f"wrote {n} entries to {args.output} (source commit {meta.get('source_commit') or 'unknown'})",
+        file=sys.stderr,
+    )
     return 0
