@@ -14,6 +14,8 @@ from tools.errors import ToolError
 # command name -> (module, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
     "hipify": ("tools.hipify.cli", "translate CUDA sources to HIP, out of tree, with a report"),
+    "lint": ("tools.hipify.lint_cli", "report CUDA->HIP portability hazards and unportable names"),
+    "update-mappings": ("tools.hipify.update_mappings", "regenerate the hipify mapping DB from HIPIFY's tables"),
 }
 
 
