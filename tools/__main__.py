@@ -15,7 +15,7 @@ from tools.errors import ToolError
 COMMANDS: dict[str, tuple[str, str]] = {
     "hipify": ("tools.hipify.cli", "translate CUDA sources to HIP, out of tree, with a report"),
     "lint": ("tools.hipify.lint_cli", "report CUDA->HIP portability hazards and unportable names"),
-    "update-mappings": ("tools.hipify.update_mappings", "regenerate the hipify mapping DB from HIPIFY's tables"),
+    "update-mappings": ("tools.hipify.update_mappings", "regenerate the hipify mapping DB (HIPIFY tables)"),
 }
 
 

@@ -90,6 +90,6 @@ def main(argv: list[str]) -> int:
     else:
         for f in findings:
             print(f"{f}\n    fix: {f.suggestion}")
-    blocking = sum(1 for f in findings if f.blocking)
-    print(f"lint: {len(findings)} findings, {blocking} blocking", file=sys.stderr)
-    return 1 if blocking else 0
+    n_blocking = sum(1 for f in findings if f.blocking)
+    print(f"lint: {len(findings)} findings, {n_blocking} blocking", file=sys.stderr)
+    return 1 if n_blocking else 0
