@@ -28,7 +28,7 @@ def _version_of(exe: str) -> str | None:
 
 
 def candidates(version: str) -> Iterator[str]:
-    """Interpreters that may be CPython `version`, cheapest first (pyenv shims skipped: slow, often inactive)."""
+    """Interpreters that may be CPython `version`, cheapest first (pyenv shims skipped: slow)."""
     pyenv_root = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
     for p in sorted((pyenv_root / "versions").glob(f"{version}.*/bin/python{version}")):
         yield str(p)
