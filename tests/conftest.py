@@ -1,0 +1,148 @@
+"""Shared fixtures. Wheels are expensive (tens of seconds each on 2 cores), so every flavour is built
+once per session, all three in parallel, and shared by every test that needs one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLCHAINS = Path(os.environ.get("MONARCH_TOOLCHAINS", Path.home() / ".cache" / "monarch-runtime" / "toolchains"))
+FLAVOURS = ("cpu", "cuda", "rocm")
+
+
+@dataclass(frozen=True)
+class Toolchains:
+    cuda_home: Path
+    nccl_home: Path
+    rccl_home: Path
+    rocm_home: Path
+
+    def env_for(self, flavour: str) -> dict[str, str]:
+        """A clean environment selecting ``flavour`` the way a user would."""
+        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH")
+               and not k.startswith("MONARCH_")}
+        env["HIP_PLATFORM"] = "amd"
+        if flavour == "cuda":
+            env["CUDA_HOME"] = str(self.cuda_home)
+        elif flavour == "rocm":
+            env["ROCM_HOME"] = str(self.rocm_home)
+            env["RCCL_HOME"] = str(self.rccl_home)
+        return env
+
+
+@pytest.fixture(scope="session")
+def toolchains() -> Toolchains:
+    tc = Toolchains(
+        cuda_home=TOOLCHAINS / "cuda-home",
+        nccl_home=TOOLCHAINS / "nccl-home",
+        rccl_home=TOOLCHAINS / "rccl" / "usr",
+        rocm_home=Path(os.environ.get("MONARCH_TEST_ROCM", "/usr")),
+    )
+    missing = [p for p in (tc.cuda_home / "bin" / "nvcc", tc.rccl_home / "include" / "rccl" / "rccl.h",
+                           tc.rocm_home / "include" / "hip" / "hip_version.h") if not p.exists()]
+    if missing:
+        pytest.skip(f"toolchains not installed (run ci/install-toolchains.sh): missing {missing}")
+    return tc
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def pip_wheel(source: Path, out: Path, env: Mapping[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """Build with pip (no isolation: the test venv has cmake, ninja and maturin) and return the process."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(out), *extra],
+        env=dict(env), capture_output=True, text=True, check=False,
+    )
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    wheel: Path | None
+    log: str
+
+
+@pytest.fixture(scope="session")
+def csrc_digest_before() -> dict[str, str]:
+    return tree_digest(ROOT / "csrc")
+
+
+@pytest.fixture(scope="session")
+def build_outcomes(tmp_path_factory: pytest.TempPathFactory, toolchains: Toolchains,
+                   csrc_digest_before: dict[str, str]) -> dict[str, BuildOutcome]:
+    base = tmp_path_factory.mktemp("wheels")
+
+    def build(flavour: str) -> BuildOutcome:
+        out = base / flavour
+        out.mkdir()
+        proc = pip_wheel(ROOT, out, toolchains.env_for(flavour), "-v", "-C", f"build-dir={base / ('build-' + flavour)}")
+        wheels = sorted(out.glob("*.whl"))
+        return BuildOutcome(wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None,
+                            proc.stdout + proc.stderr)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(FLAVOURS, pool.map(build, FLAVOURS)))
+
+
+@pytest.fixture(scope="session")
+def built_wheels(build_outcomes: dict[str, BuildOutcome]) -> dict[str, Path]:
+    """The three wheels, built from this tree; fails (with the build log) if any build failed."""
+    failed = {f: o.log[-4000:] for f, o in build_outcomes.items() if o.wheel is None}
+    if failed:
+        pytest.fail("wheel builds failed:\n" + "\n\n".join(f"--- {f} ---\n{log}" for f, log in failed.items()))
+    return {f: o.wheel for f, o in build_outcomes.items() if o.wheel is not None}
+
+
+@dataclass(frozen=True)
+class InstalledWheel:
+    python: Path
+    site_packages: Path
+    wheel: Path
+
+    def run(self, code: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, check=False,
+                              env=dict(env) if env is not None else None)
+
+
+def make_venv(path: Path) -> Path:
+    venv.EnvBuilder(with_pip=False, clear=True).create(path)
+    return path / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def installed(built_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, InstalledWheel]:
+    """Each wheel installed into its own fresh venv (pip from the test venv installs into it)."""
+    base = tmp_path_factory.mktemp("venvs")
+
+    def install(flavour: str) -> InstalledWheel:
+        python = make_venv(base / flavour)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", str(built_wheels[flavour])],
+            capture_output=True, text=True, check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        return InstalledWheel(python, Path(site), built_wheels[flavour])
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(FLAVOURS, pool.map(install, FLAVOURS)))
+
+
+@pytest.fixture
+def clean_env() -> Iterator[dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH")
+           and not k.startswith("MONARCH_")}
+    yield env

@@ -1,0 +1,125 @@
+"""Every bad input gets one clear paragraph naming what was probed and the fix, a non-zero exit, no
+traceback, and no wheel left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Toolchains, pip_wheel
+
+HOOK = (
+    "import sys, json, build_backend\n"
+    "build_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2]))\n"
+)
+
+
+def call_backend(out: Path, env: dict[str, str], **config: str) -> subprocess.CompletedProcess[str]:
+    import json
+
+    return subprocess.run([sys.executable, "-c", HOOK, str(out), json.dumps(config)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False, timeout=300)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], out: Path, *needles: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "monarch-runtime: error:" in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+    assert not list(out.glob("*.whl")) and not list(out.glob(".*partial"))
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    d = tmp_path / "dist"
+    d.mkdir()
+    return d
+
+
+def test_both_toolkits_set(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**clean_env, "CUDA_HOME": str(tmp_path / "cuda"), "ROCM_PATH": str(tmp_path / "rocm")}
+    assert_user_error(call_backend(out, env), out, "both toolkits are set", "CUDA_HOME=", "ROCM_PATH=",
+                      "-C platform=cuda")
+
+
+def test_cuda_home_missing_directory(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**clean_env, "CUDA_HOME": str(tmp_path / "no such dir")}
+    assert_user_error(call_backend(out, env), out, "does not exist", "no such dir")
+
+
+def test_cuda_home_without_nvcc(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "cuda" / "bin").mkdir(parents=True)
+    env = {**clean_env, "CUDA_PATH": str(tmp_path / "cuda")}
+    assert_user_error(call_backend(out, env), out, "has no compiler", "nvcc")
+
+
+def test_rocm_home_without_hip(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "rocm").mkdir()
+    env = {**clean_env, "ROCM_HOME": str(tmp_path / "rocm")}
+    assert_user_error(call_backend(out, env), out, "hip_version.h")
+
+
+def test_rocm_without_a_hip_compiler(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    root = tmp_path / "rocm"
+    (root / "include" / "hip").mkdir(parents=True)
+    (root / "include" / "hip" / "hip_version.h").write_text("#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 1\n")
+    env = {**clean_env, "ROCM_HOME": str(root), "PATH": str(tmp_path / "empty-bin")}
+    assert_user_error(call_backend(out, env), out, "no HIP-capable compiler", "probed")
+
+
+def test_explicit_cuda_without_any_toolkit(out: Path, clean_env: dict[str, str]) -> None:
+    if Path("/usr/local/cuda").exists():
+        pytest.skip("this machine has /usr/local/cuda")
+    assert_user_error(call_backend(out, clean_env, platform="cuda"), out, "no toolkit was found", "CUDA_HOME")
+
+
+@pytest.mark.parametrize(
+    ("config", "needles"),
+    [
+        ({"platform": "metal"}, ["platform='metal'", "cpu, cuda, rocm"]),
+        ({"colour": "blue"}, ["unknown setting 'colour'", "archs:", "build-dir:"]),
+        ({"debug": "maybe"}, ["not a boolean"]),
+        ({"jobs": "0"}, ["at least 1"]),
+        ({"archs": "80;$(touch /tmp/monarch-injected)"}, ["not an architecture name"]),
+        ({"archs": "90", "platform": "cpu"}, ["compiles no device code"]),
+        ({"hip-version": "six"}, ["not X.Y"]),
+    ],
+)
+def test_bad_config_values(out: Path, clean_env: dict[str, str], config: dict[str, str], needles: list[str]) -> None:
+    assert_user_error(call_backend(out, clean_env, **config), out, *needles)
+    assert not Path("/tmp/monarch-injected").exists()
+
+
+def test_bad_environment_value(out: Path, clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "MONARCH_PLATFORM": "tpu"}
+    assert_user_error(call_backend(out, env), out, "MONARCH_PLATFORM", "tpu")
+
+
+def test_cuda_arch_the_compiler_rejects(out: Path, toolchains: Toolchains) -> None:
+    proc = call_backend(out, toolchains.env_for("cuda"), archs="20")
+    assert_user_error(proc, out, "'20'", "not accepted by this nvcc", "It accepts:")
+    assert "configure:" not in proc.stderr  # rejected before any compiling started
+
+
+def test_rocm_arch_the_compiler_rejects(out: Path, toolchains: Toolchains) -> None:
+    proc = call_backend(out, toolchains.env_for("rocm"), archs="gfx90a;gfx942")
+    assert_user_error(proc, out, "gfx942", "rejected by", "gfx90a, gfx940")
+    assert "configure:" not in proc.stderr
+
+
+def test_pip_shows_the_message_without_traceback(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**clean_env, "CUDA_HOME": str(tmp_path / "c"), "ROCM_HOME": str(tmp_path / "r")}
+    proc = pip_wheel(ROOT, out, env)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "both toolkits are set" in text
+    assert "Traceback" not in text
+    assert not list(out.glob("*.whl"))
+
+
+def test_environment_does_not_leak_between_tests() -> None:
+    assert "MONARCH_PLATFORM" not in os.environ
