@@ -32,6 +32,9 @@ _CUDA_ONLY_HEADER = re.compile(
 _CUDA_LOOKING_HEADER = re.compile(rb"(?:cuda|cu[a-z]+|nv)\w*(?:\.h|\.hpp|\.cuh)?\Z|cuda/.*|cub/.*|thrust/.*")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 class RawFinding:
     """A finding at a byte offset of the input (turned into line/column by the tree pass)."""
 
@@ -263,6 +266,20 @@ class Translator:
 
     # -- the file pass -----------------------------------------------------------------------------
     def translate(self, data: bytes) -> FileResult:
+        """Translate one file's bytes. A UTF-8 byte-order mark is kept and not taken for an identifier."""
+        if not data.startswith(_BOM):
+            return self._translate(data)
+        res = self._translate(data[3:])
+        for f in res.findings:
+            f.offset += 3
+        res.data = _BOM + res.data
+        res.includes = [
+            Include(i.out_start + 3, i.out_end + 3, i.spelling, i.angled, i.in_offset + 3) for i in res.includes
+        ]
+        res.comment_spans = [(a + 3, b + 3) for a, b in res.comment_spans]
+        return res
+
+    def _translate(self, data: bytes) -> FileResult:
         out: list[bytes] = []
         olen = 0  # bytes emitted so far
         pos = 0
