@@ -12,7 +12,6 @@ printed as one paragraph without a traceback and the hook exits with status 1.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -61,6 +60,3 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, object] | No
     log.info(f"sdist: {sdist.name}")
     return sdist.name
 
-
-if sys.version_info < (3, 9):  # pragma: no cover
-    raise BuildError("building monarch-runtime needs Python 3.9 or newer")

@@ -33,7 +33,9 @@ def _tool(module: str, name: str) -> Path:
         pass
     found = shutil.which(name)
     if not found:
-        raise BuildError(f"{name} was not found (probed the `{module}` Python package and PATH). Install it: pip install {module}.")
+        raise BuildError(
+            f"{name} was not found (probed the `{module}` Python package and PATH). Install it: pip install {module}."
+        )
     return Path(found)
 
 
@@ -50,15 +52,25 @@ def build_bridge(
     cmake = _tool("cmake", "cmake")
     ninja = _tool("ninja", "ninja")
     if cmake_version(cmake) < MIN_CMAKE:
-        raise BuildError(f"{cmake} is older than CMake {MIN_CMAKE[0]}.{MIN_CMAKE[1]}, which the HIP language needs. pip install 'cmake>=3.28'.")
+        raise BuildError(
+            f"{cmake} is older than CMake {MIN_CMAKE[0]}.{MIN_CMAKE[1]}, which the HIP language needs. "
+            "pip install 'cmake>=3.28'."
+        )
     build = layout.sub("cmake")
     assert toolchain.compiler is not None and toolchain.collective_include is not None
+    include_dirs = (*sources.include_dirs, toolchain.collective_include)
     args: list[str] = [
-        os.fspath(cmake), "-G", "Ninja", "-S", os.fspath(CMAKE_PROJECT), "-B", os.fspath(build),
+        os.fspath(cmake),
+        "-G",
+        "Ninja",
+        "-S",
+        os.fspath(CMAKE_PROJECT),
+        "-B",
+        os.fspath(build),
         f"-DCMAKE_MAKE_PROGRAM={ninja}",
         f"-DCMAKE_BUILD_TYPE={'Debug' if settings.debug else 'Release'}",
         f"-DMONARCH_BRIDGE_SOURCES={';'.join(os.fspath(s) for s in sources.sources)}",
-        f"-DMONARCH_INCLUDE_DIRS={';'.join(os.fspath(d) for d in (*sources.include_dirs, toolchain.collective_include))}",
+        f"-DMONARCH_INCLUDE_DIRS={';'.join(os.fspath(d) for d in include_dirs)}",
         f"-DMONARCH_COLLECTIVE_SONAME={toolchain.collective_soname}",
         f"-DMONARCH_PREFIX_MAPS={';'.join(f'{old}={new}' for old, new in layout.prefix_maps)}",
     ]
@@ -85,7 +97,9 @@ def build_bridge(
         run(args, env=env, what="CMake configure of the C++ bridge", fix=fix)
     jobs = ["-j", str(settings.jobs)] if settings.jobs else []
     with log.stage("compile", f"{len(sources.sources)} translation units with Ninja"):
-        out = run([os.fspath(cmake), "--build", os.fspath(build), *jobs], env=env, what="compiling the C++ bridge", fix=fix)
+        out = run(
+            [os.fspath(cmake), "--build", os.fspath(build), *jobs], env=env, what="compiling the C++ bridge", fix=fix
+        )
         if "no work to do" in out:
             log.info("compile: ninja: no work to do")
     return build

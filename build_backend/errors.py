@@ -17,7 +17,7 @@ class BuildError(Exception):
 @contextmanager
 def rendered_errors() -> Iterator[None]:
     """Turn a BuildError (or a ToolError from tools/) into one message on stderr and exit status 1."""
-    from tools.errors import ToolError
+    from tools.errors import ToolError  # noqa: PLC0415 - tools is imported only when a hook runs
 
     try:
         yield

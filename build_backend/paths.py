@@ -35,7 +35,7 @@ class Layout:
 
 def make_layout(source: Path, build_dir: Path | None, platform: str) -> Layout:
     source = source.resolve()
-    build = (build_dir if build_dir is not None else source / "build" / platform)
+    build = build_dir if build_dir is not None else source / "build" / platform
     build = build if build.is_absolute() else (source / build)
     try:
         build.mkdir(parents=True, exist_ok=True)

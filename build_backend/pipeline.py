@@ -22,8 +22,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.9/3.10 builders
     import tomli as tomllib
 
-SDIST_EXCLUDE_DIRS = {".git", "build", "dist", "target", "__pycache__", ".pytest_cache", ".mypy_cache",
-                      ".ruff_cache", ".hypothesis", ".venv"}
+SDIST_EXCLUDE_DIRS = {
+    ".git",
+    "build",
+    "dist",
+    "target",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    ".venv",
+}
 
 
 def read_pyproject(source: Path) -> dict[str, Any]:
@@ -78,8 +88,12 @@ def build_wheel_into(
         tc = toolchain.detect(opts, environ)
         log.info(
             f"detect: platform={tc.platform}"
-            + (f" toolkit={tc.version_text} root={tc.root} compiler={tc.compiler} archs={';'.join(tc.archs)}"
-               f" collective={tc.collective}" if tc.platform != "cpu" else " (no GPU toolkit)")
+            + (
+                f" toolkit={tc.version_text} root={tc.root} compiler={tc.compiler} archs={';'.join(tc.archs)}"
+                f" collective={tc.collective}"
+                if tc.platform != "cpu"
+                else " (no GPU toolkit)"
+            )
         )
     layout = make_layout(source, opts.build_dir, tc.platform)
     bridge_dir = None
@@ -107,8 +121,10 @@ def write_sdist(source: Path, out_dir: Path, version: str) -> Path:
     base = f"monarch_runtime-{version}"
     mtime = int(os.environ.get("SOURCE_DATE_EPOCH", wheel.DEFAULT_EPOCH))
     files = sorted(
-        p for p in source.rglob("*")
-        if p.is_file() and not (set(p.relative_to(source).parts[:-1]) & SDIST_EXCLUDE_DIRS)
+        p
+        for p in source.rglob("*")
+        if p.is_file()
+        and not (set(p.relative_to(source).parts[:-1]) & SDIST_EXCLUDE_DIRS)
         and not p.name.endswith((".pyc", ".so", ".whl"))
     )
     target = out_dir / f"{base}.tar.gz"
@@ -116,7 +132,9 @@ def write_sdist(source: Path, out_dir: Path, version: str) -> Path:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         pkg_info = f"Metadata-Version: 2.1\nName: {wheel.NAME}\nVersion: {version}\n".encode()
-        for name, data in [("PKG-INFO", pkg_info)] + [(p.relative_to(source).as_posix(), p.read_bytes()) for p in files]:
+        for name, data in [("PKG-INFO", pkg_info)] + [
+            (p.relative_to(source).as_posix(), p.read_bytes()) for p in files
+        ]:
             info = tarfile.TarInfo(f"{base}/{name}")
             info.size, info.mtime, info.mode = len(data), mtime, 0o644
             info.uid = info.gid = 0

@@ -29,8 +29,11 @@ def build_extension(
     for old in out.glob("*.whl"):
         old.unlink()
     cargo_home = Path(environ.get("CARGO_HOME", Path.home() / ".cargo"))
-    remaps = [f"--remap-path-prefix={layout.build}={BUILD_PREFIX}", f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
-              f"--remap-path-prefix={cargo_home}=/cargo"]
+    remaps = [
+        f"--remap-path-prefix={layout.build}={BUILD_PREFIX}",
+        f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
+        f"--remap-path-prefix={cargo_home}=/cargo",
+    ]
     rustflags = " ".join(filter(None, [environ.get("RUSTFLAGS", ""), *remaps]))
     env = {
         **environ,
@@ -50,13 +53,22 @@ def build_extension(
     if toolchain.rpaths:
         link_args = ["-C", f"link-arg=-Wl,--enable-new-dtags,-rpath,{':'.join(toolchain.rpaths)}"]
     args = [
-        sys.executable, "-m", "maturin", "build",
-        "--manifest-path", os.fspath(manifest),
-        "--out", os.fspath(out),
-        "--features", "extension-module",
-        "--interpreter", sys.executable,
-        "--compatibility", "linux",
-        "--auditwheel", "skip",
+        sys.executable,
+        "-m",
+        "maturin",
+        "build",
+        "--manifest-path",
+        os.fspath(manifest),
+        "--out",
+        os.fspath(out),
+        "--features",
+        "extension-module",
+        "--interpreter",
+        sys.executable,
+        "--compatibility",
+        "linux",
+        "--auditwheel",
+        "skip",
     ]
     args += ["--profile", "dev"] if settings.debug else ["--release", "--strip"]
     if settings.jobs:
@@ -64,8 +76,13 @@ def build_extension(
     if link_args:
         args += ["--", *link_args]
     with log.stage("cargo", f"maturin build of rust/runtime for {toolchain.platform}"):
-        run(args, env=env, cwd=layout.build, what="building the Rust extension with maturin",
-            fix="Is Rust installed (https://rustup.rs) and cargo on PATH?")
+        run(
+            args,
+            env=env,
+            cwd=layout.build,
+            what="building the Rust extension with maturin",
+            fix="Is Rust installed (https://rustup.rs) and cargo on PATH?",
+        )
     wheels = sorted(out.glob("*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"maturin produced {len(wheels)} wheels in {out}, expected one.")
@@ -73,7 +90,9 @@ def build_extension(
     with zipfile.ZipFile(wheels[0]) as zf:
         members = [n for n in zf.namelist() if Path(n).name.startswith(EXTENSION_NAME) and n.endswith(".so")]
         if len(members) != 1:
-            raise BuildError(f"maturin's wheel {wheels[0].name} holds {members or 'no'} extension modules, expected one.")
+            raise BuildError(
+                f"maturin's wheel {wheels[0].name} holds {members or 'no'} extension modules, expected one."
+            )
         tmp = target.with_suffix(".tmp")
         tmp.write_bytes(zf.read(members[0]))
         tmp.replace(target)

@@ -123,9 +123,7 @@ def load(
         if key == "platform":
             platform = text.strip().lower()
             if platform not in PLATFORMS:
-                raise BuildError(
-                    f"platform={text!r} (from {origin}) is not one of {', '.join(PLATFORMS)}."
-                )
+                raise BuildError(f"platform={text!r} (from {origin}) is not one of {', '.join(PLATFORMS)}.")
             fields["platform"] = platform
         elif key == "archs":
             fields["archs"] = _parse_archs(text, origin)

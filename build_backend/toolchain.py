@@ -134,7 +134,7 @@ def _version_from_header(header: Path, major: str, minor: str) -> tuple[int, int
 def _detect_cuda(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     fix = (
         "Point CUDA_HOME at a CUDA 13 toolkit (for example .../site-packages/nvidia/cu13 after "
-        "`pip install \"cuda-toolkit[nvcc,cudart,cccl]\"`), or build the CPU wheel with -C platform=cpu."
+        '`pip install "cuda-toolkit[nvcc,cudart,cccl]"`), or build the CPU wheel with -C platform=cpu.'
     )
     root = _probe_root(environ, CUDA_ENV, [Path("/usr/local/cuda")], "CUDA build", fix)
     nvcc = root / "bin" / "nvcc"
@@ -147,7 +147,7 @@ def _detect_cuda(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     if lib_dir is None:
         raise BuildError(
             f"CUDA toolkit at {root} has no libcudart_static.a in lib64/ or lib/. "
-            "Install the cudart component (`pip install \"cuda-toolkit[cudart]\"`)."
+            'Install the cudart component (`pip install "cuda-toolkit[cudart]"`).'
         )
     supported = _nvcc_archs(nvcc)
     archs = _validate_cuda_archs(settings, supported)
@@ -253,7 +253,11 @@ def _detect_rocm(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
             "Install rocm-device-libs (Debian: apt-get install rocm-device-libs)."
         )
     lib_dir = next(
-        (d for d in (root / "lib", root / "lib" / "x86_64-linux-gnu", root / "lib64") if (d / "libamdhip64.so").exists()),
+        (
+            d
+            for d in (root / "lib", root / "lib" / "x86_64-linux-gnu", root / "lib64")
+            if (d / "libamdhip64.so").exists()
+        ),
         None,
     )
     if lib_dir is None:
@@ -261,7 +265,9 @@ def _detect_rocm(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
             f"ROCm at {root} has no libamdhip64.so in lib/ or lib/x86_64-linux-gnu/. "
             "Install the HIP runtime development files (Debian: libamdhip64-dev)."
         )
-    base = Toolchain(platform="rocm", root=root, compiler=compiler, device_lib_dir=device_libs, env={"HIP_PLATFORM": "amd"})
+    base = Toolchain(
+        platform="rocm", root=root, compiler=compiler, device_lib_dir=device_libs, env={"HIP_PLATFORM": "amd"}
+    )
     archs = _validate_rocm_archs(settings, base)
     include = _find_rccl(root, environ)
     return Toolchain(
@@ -304,11 +310,22 @@ def _find_device_libs(root: Path) -> Path | None:
 
 def _accepts_arch(compiler: Path, root: Path, device_libs: Path | None, arch: str) -> bool:
     """Whether ``compiler`` can target ``arch``: a device-only syntax check of an empty HIP file."""
-    args = [os.fspath(compiler), "-x", "hip", f"--offload-arch={arch}", f"--rocm-path={root}",
-            "-nogpuinc", "-nogpulib", "--cuda-device-only", "-fsyntax-only", "-"]
+    args = [
+        os.fspath(compiler),
+        "-x",
+        "hip",
+        f"--offload-arch={arch}",
+        f"--rocm-path={root}",
+        "-nogpuinc",
+        "-nogpulib",
+        "--cuda-device-only",
+        "-fsyntax-only",
+        "-",
+    ]
     try:
-        proc = subprocess.run(args, input=b"", capture_output=True, timeout=60, check=False,
-                              env={**os.environ, "HIP_PLATFORM": "amd"})
+        proc = subprocess.run(
+            args, input=b"", capture_output=True, timeout=60, check=False, env={**os.environ, "HIP_PLATFORM": "amd"}
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
@@ -317,9 +334,13 @@ def _accepts_arch(compiler: Path, root: Path, device_libs: Path | None, arch: st
 def _validate_rocm_archs(settings: Settings, base: Toolchain) -> tuple[str, ...]:
     assert base.compiler is not None and base.root is not None
     if not settings.archs:
-        archs = tuple(a for a in ROCM_CANDIDATE_ARCHS if _accepts_arch(base.compiler, base.root, base.device_lib_dir, a))
+        archs = tuple(
+            a for a in ROCM_CANDIDATE_ARCHS if _accepts_arch(base.compiler, base.root, base.device_lib_dir, a)
+        )
         if not archs:
-            raise BuildError(f"{base.compiler} accepts none of the default ROCm targets {', '.join(ROCM_CANDIDATE_ARCHS)}.")
+            raise BuildError(
+                f"{base.compiler} accepts none of the default ROCm targets {', '.join(ROCM_CANDIDATE_ARCHS)}."
+            )
         return archs
     rejected = [a for a in settings.archs if not _accepts_arch(base.compiler, base.root, base.device_lib_dir, a)]
     if rejected:

@@ -86,9 +86,7 @@ def write_wheel(
 ) -> Path:
     """Write the wheel atomically into ``out_dir``; ``files`` maps archive names to paths or bytes."""
     info = dist_info(metadata.version)
-    wheel_text = (
-        f"Wheel-Version: 1.0\nGenerator: {NAME} build_backend\nRoot-Is-Purelib: false\nTag: {ABI_TAG}-{tag}\n"
-    )
+    wheel_text = f"Wheel-Version: 1.0\nGenerator: {NAME} build_backend\nRoot-Is-Purelib: false\nTag: {ABI_TAG}-{tag}\n"
     entries: dict[str, bytes] = {}
     for arcname, source in files.items():
         entries[arcname] = source if isinstance(source, bytes) else source.read_bytes()

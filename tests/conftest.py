@@ -29,8 +29,11 @@ class Toolchains:
 
     def env_for(self, flavour: str) -> dict[str, str]:
         """A clean environment selecting ``flavour`` the way a user would."""
-        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH")
-               and not k.startswith("MONARCH_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH") and not k.startswith("MONARCH_")
+        }
         env["HIP_PLATFORM"] = "amd"
         if flavour == "cuda":
             env["CUDA_HOME"] = str(self.cuda_home)
@@ -48,23 +51,47 @@ def toolchains() -> Toolchains:
         rccl_home=TOOLCHAINS / "rccl" / "usr",
         rocm_home=Path(os.environ.get("MONARCH_TEST_ROCM", "/usr")),
     )
-    missing = [p for p in (tc.cuda_home / "bin" / "nvcc", tc.rccl_home / "include" / "rccl" / "rccl.h",
-                           tc.rocm_home / "include" / "hip" / "hip_version.h") if not p.exists()]
+    missing = [
+        p
+        for p in (
+            tc.cuda_home / "bin" / "nvcc",
+            tc.rccl_home / "include" / "rccl" / "rccl.h",
+            tc.rocm_home / "include" / "hip" / "hip_version.h",
+        )
+        if not p.exists()
+    ]
     if missing:
         pytest.skip(f"toolchains not installed (run ci/install-toolchains.sh): missing {missing}")
     return tc
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def pip_wheel(source: Path, out: Path, env: Mapping[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
     """Build with pip (no isolation: the test venv has cmake, ninja and maturin) and return the process."""
     return subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(out), *extra],
-        env=dict(env), capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            *extra,
+        ],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -80,8 +107,9 @@ def csrc_digest_before() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def build_outcomes(tmp_path_factory: pytest.TempPathFactory, toolchains: Toolchains,
-                   csrc_digest_before: dict[str, str]) -> dict[str, BuildOutcome]:
+def build_outcomes(
+    tmp_path_factory: pytest.TempPathFactory, toolchains: Toolchains, csrc_digest_before: dict[str, str]
+) -> dict[str, BuildOutcome]:
     base = tmp_path_factory.mktemp("wheels")
 
     def build(flavour: str) -> BuildOutcome:
@@ -89,8 +117,7 @@ def build_outcomes(tmp_path_factory: pytest.TempPathFactory, toolchains: Toolcha
         out.mkdir()
         proc = pip_wheel(ROOT, out, toolchains.env_for(flavour), "-v", "-C", f"build-dir={base / ('build-' + flavour)}")
         wheels = sorted(out.glob("*.whl"))
-        return BuildOutcome(wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None,
-                            proc.stdout + proc.stderr)
+        return BuildOutcome(wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None, proc.stdout + proc.stderr)
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         return dict(zip(FLAVOURS, pool.map(build, FLAVOURS)))
@@ -112,8 +139,13 @@ class InstalledWheel:
     wheel: Path
 
     def run(self, code: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, check=False,
-                              env=dict(env) if env is not None else None)
+        return subprocess.run(
+            [str(self.python), "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=dict(env) if env is not None else None,
+        )
 
 
 def make_venv(path: Path) -> Path:
@@ -130,11 +162,17 @@ def installed(built_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFa
         python = make_venv(base / flavour)
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", str(built_wheels[flavour])],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return InstalledWheel(python, Path(site), built_wheels[flavour])
 
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -143,6 +181,9 @@ def installed(built_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture
 def clean_env() -> Iterator[dict[str, str]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH")
-           and not k.startswith("MONARCH_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH") and not k.startswith("MONARCH_")
+    }
     yield env

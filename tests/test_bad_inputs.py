@@ -3,6 +3,7 @@ traceback, and no wheel left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,17 +12,19 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Toolchains, pip_wheel
 
-HOOK = (
-    "import sys, json, build_backend\n"
-    "build_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2]))\n"
-)
+HOOK = "import sys, json, build_backend\nbuild_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2]))\n"
 
 
 def call_backend(out: Path, env: dict[str, str], **config: str) -> subprocess.CompletedProcess[str]:
-    import json
-
-    return subprocess.run([sys.executable, "-c", HOOK, str(out), json.dumps(config)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=False, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", HOOK, str(out), json.dumps(config)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def assert_user_error(proc: subprocess.CompletedProcess[str], out: Path, *needles: str) -> None:
@@ -42,8 +45,9 @@ def out(tmp_path: Path) -> Path:
 
 def test_both_toolkits_set(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
     env = {**clean_env, "CUDA_HOME": str(tmp_path / "cuda"), "ROCM_PATH": str(tmp_path / "rocm")}
-    assert_user_error(call_backend(out, env), out, "both toolkits are set", "CUDA_HOME=", "ROCM_PATH=",
-                      "-C platform=cuda")
+    assert_user_error(
+        call_backend(out, env), out, "both toolkits are set", "CUDA_HOME=", "ROCM_PATH=", "-C platform=cuda"
+    )
 
 
 def test_cuda_home_missing_directory(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
@@ -66,7 +70,9 @@ def test_rocm_home_without_hip(out: Path, clean_env: dict[str, str], tmp_path: P
 def test_rocm_without_a_hip_compiler(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
     root = tmp_path / "rocm"
     (root / "include" / "hip").mkdir(parents=True)
-    (root / "include" / "hip" / "hip_version.h").write_text("#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 1\n")
+    (root / "include" / "hip" / "hip_version.h").write_text(
+        "#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 1\n"
+    )
     env = {**clean_env, "ROCM_HOME": str(root), "PATH": str(tmp_path / "empty-bin")}
     assert_user_error(call_backend(out, env), out, "no HIP-capable compiler", "probed")
 

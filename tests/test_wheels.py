@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, InstalledWheel, Toolchains, tree_digest
 from elftools.elf.elffile import ELFFile
+from gen_collective_stub import build_stub
 
 pytestmark = pytest.mark.slow
 
@@ -68,8 +69,11 @@ def test_runpath_is_origin_relative(flavour: str, built_wheels: dict[str, Path],
         so.write_bytes(zf.read("monarch_runtime/_native.abi3.so"))
     with so.open("rb") as fh:
         dynamic = ELFFile(fh).get_section_by_name(".dynamic")
-        paths = [t.runpath if t.entry.d_tag == "DT_RUNPATH" else t.rpath
-                 for t in dynamic.iter_tags() if t.entry.d_tag in ("DT_RUNPATH", "DT_RPATH")]
+        paths = [
+            t.runpath if t.entry.d_tag == "DT_RUNPATH" else t.rpath
+            for t in dynamic.iter_tags()
+            if t.entry.d_tag in ("DT_RUNPATH", "DT_RPATH")
+        ]
         needed = [t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
     for entry in ":".join(paths).split(":"):
         assert not entry or entry.startswith("$ORIGIN"), paths
@@ -89,7 +93,8 @@ def test_cpu_wheel_runs_everything_on_the_host(installed: dict[str, InstalledWhe
     assert isinstance(info, dict)
     assert info["native_platform"] == "cpu" and info["collective_loaded"] is False
     proc = installed["cpu"].run(
-        "import monarch_runtime as m\ntry:\n m.all_reduce_single_rank([1.0])\nexcept m.CollectiveError as e: print(e)")
+        "import monarch_runtime as m\ntry:\n m.all_reduce_single_rank([1.0])\nexcept m.CollectiveError as e: print(e)"
+    )
     assert "CPU build has no collective library" in proc.stdout
 
 
@@ -119,13 +124,18 @@ def test_rocm_wheel_without_gpu(installed: dict[str, InstalledWheel]) -> None:
     assert name == "NoDeviceError" and "NoDevice" in message
 
 
-def test_cuda_extension_has_cubins_for_each_arch(built_wheels: dict[str, Path], toolchains: Toolchains,
-                                                 tmp_path: Path) -> None:
+def test_cuda_extension_has_cubins_for_each_arch(
+    built_wheels: dict[str, Path], toolchains: Toolchains, tmp_path: Path
+) -> None:
     with zipfile.ZipFile(built_wheels["cuda"]) as zf:
         so = tmp_path / "_native.so"
         so.write_bytes(zf.read("monarch_runtime/_native.abi3.so"))
-    listing = subprocess.run([str(toolchains.cuda_home / "bin" / "cuobjdump"), "--list-elf", str(so)],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        [str(toolchains.cuda_home / "bin" / "cuobjdump"), "--list-elf", str(so)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     archs = {line.rsplit(".", 2)[-2] for line in listing.splitlines() if line.endswith(".cubin")}
     assert archs == {"sm_80", "sm_90"}, listing
 
@@ -141,8 +151,12 @@ def test_rocm_extension_has_code_objects_for_each_arch(built_wheels: dict[str, P
         bundle.write_bytes(section.data())
     # A static library may carry one bundle per translation unit, each aligned in the section;
     # the bundler lists the first; every unit is compiled for the same archs.
-    listing = subprocess.run(["clang-offload-bundler-15", "--list", "--type=o", f"--input={bundle}"],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["clang-offload-bundler-15", "--list", "--type=o", f"--input={bundle}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     targets = {line.rsplit("-", 1)[-1] for line in listing.split() if line.startswith("hipv4-")}
     assert targets == {"gfx90a", "gfx940"}, listing
 
@@ -151,12 +165,11 @@ def test_builds_never_write_csrc(built_wheels: dict[str, Path], csrc_digest_befo
     assert tree_digest(ROOT / "csrc") == csrc_digest_before
 
 
-def test_collective_stub_from_rccl_header_satisfies_the_bridge(installed: dict[str, InstalledWheel],
-                                                               toolchains: Toolchains, tmp_path: Path) -> None:
+def test_collective_stub_from_rccl_header_satisfies_the_bridge(
+    installed: dict[str, InstalledWheel], toolchains: Toolchains, tmp_path: Path
+) -> None:
     """Test-only RCCL link stub generated from the real rccl.h: the bridge resolves every function it
     needs from it (so the names match the header). Never shipped, never on the run-time path."""
-    from gen_collective_stub import build_stub
-
     stub = build_stub(toolchains.rccl_home / "include" / "rccl" / "rccl.h", tmp_path)
     env = {**os.environ, "MONARCH_COLLECTIVE_LIBRARY": str(stub)}
     info = probe(installed["rocm"], env)["info"]

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: installs every toolchain the tests need (idempotent; a second run
+# reuses what is there), then runs the whole suite: Python (pytest), Rust (cargo test + clippy,
+# run from tests/test_rust.py) and the type/lint checks (tests/test_quality.py).
+# Extra arguments go to pytest, e.g. `bash ci/run-tests.sh -k hipify`.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+export MONARCH_TOOLCHAINS="${MONARCH_TOOLCHAINS:-$HOME/.cache/monarch-runtime/toolchains}"
+export HIP_PLATFORM=amd
+bash "$here/ci/install-toolchains.sh"
+cd "$here"
+exec "$MONARCH_TOOLCHAINS/test-venv/bin/python" -m pytest "$@"

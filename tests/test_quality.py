@@ -1,0 +1,33 @@
+"""mypy --strict and ruff over the Python that ships or builds (build_backend/, tools/, ci/)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def test_mypy_strict() -> None:
+    proc = subprocess.run(
+        [str(BIN / "mypy"), "--strict", "build_backend", "tools", "ci"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:]
+
+
+def test_ruff() -> None:
+    proc = subprocess.run(
+        [str(BIN / "ruff"), "check", "build_backend", "tools", "ci", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:]
