@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from tools.errors import ToolError
+from tools.hipify import HipifyOptions, hipify_tree, output_relpath
+from tools.hipify.cli import main as cli_main
+
+Write = Callable[[Path, dict[str, "bytes | str"]], None]
+REPO = Path(__file__).resolve().parents[2]
+OPTS = HipifyOptions(hip_version=(5, 2), jobs=1)
+
+TREE: dict[str, bytes | str] = {
+    "checksum.cu": '#include "bridge.h"\n__global__ void k() {}\nvoid f() { cudaDeviceSynchronize(); }\n',
+    "bridge.h": "#pragma once\n#include <cuda_runtime.h>\ncudaError_t bridge_init();\n",
+    "plain.h": "#pragma once\nint plain();\n",
+    "sub/x.cpp": '#include "../plain.h"\nint x() { return plain(); }\n',
+    "sub/y.cpp": '#include "bridge.h"\nint y();\n',  # resolved against the source root
+    "cuda/util.cuh": '#include "plain.h"\n#include "../bridge.h"\n',
+    "blob.bin": b"\x00\x01\x02cudaMalloc\xff",
+    "CMakeLists.txt": "add_library(x checksum.cu)\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("rel", "changed", "expected"),
+    [
+        ("checksum.cu", False, "checksum.hip"),
+        ("checksum.cu", True, "checksum.hip"),
+        ("bridge.h", True, "bridge_hip.h"),
+        ("bridge.h", False, "bridge.h"),
+        ("sub/x.cpp", False, "sub/x.cpp"),
+        ("sub/x.cpp", True, "sub/x_hip.cpp"),
+        ("cuda/util.cuh", True, "hip/util.cuh"),
+        ("cuda/util.cuh", False, "hip/util.cuh"),
+        ("cuda_utils.h", True, "hip_utils.h"),
+        ("CUDAHelpers.hpp", True, "HIPHelpers.hpp"),
+        ("cuda_utils.h", False, "cuda_utils.h"),
+    ],
+)
+def test_naming_rules(rel: str, changed: bool, expected: str) -> None:
+    assert output_relpath(PurePosixPath(rel), changed).as_posix() == expected
+
+
+def test_tree_layout_and_includes(tmp_path: Path, write: Write) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    write(src, TREE)
+    res = hipify_tree([src], out, OPTS)
+    rel = {s.relative_to(src).as_posix(): d.relative_to(out).as_posix() for s, d in res.outputs.items()}
+    assert rel == {
+        "checksum.cu": "checksum.hip",
+        "bridge.h": "bridge_hip.h",
+        "plain.h": "plain.h",
+        "sub/x.cpp": "sub/x.cpp",
+        "sub/y.cpp": "sub/y_hip.cpp",
+        "cuda/util.cuh": "hip/util.cuh",
+        "blob.bin": "blob.bin",
+        "CMakeLists.txt": "CMakeLists.txt",
+    }
+    assert all(p.is_absolute() for p in res.outputs.values())
+    assert (out / "checksum.hip").read_bytes().startswith(b'#include "bridge_hip.h"\n')
+    assert (out / "sub/y_hip.cpp").read_bytes().startswith(b'#include "bridge_hip.h"\n')
+    assert (out / "sub/x.cpp").read_bytes() == str(TREE["sub/x.cpp"]).encode()
+    assert (out / "hip/util.cuh").read_bytes() == b'#include "plain.h"\n#include "../bridge_hip.h"\n'
+    assert (out / "blob.bin").read_bytes() == TREE["blob.bin"]
+    assert b"hipError_t" in (out / "bridge_hip.h").read_bytes()
+    assert res.blocking == 0
+    # the source tree is never written
+    assert sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file()) == sorted(TREE)
+
+
+def test_incremental_unchanged_and_stale(tmp_path: Path, write: Write) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    write(src, TREE)
+    first = hipify_tree([src], out, OPTS)
+    assert len(first.written) == len(TREE)
+    hip = out / "checksum.hip"
+    os.utime(hip, ns=(1_000_000_000, 1_000_000_000))
+    second = hipify_tree([src], out, OPTS)
+    assert second.written == [] and len(second.unchanged) == len(TREE)
+    assert hip.stat().st_mtime_ns == 1_000_000_000  # not rewritten
+    # a source change is picked up
+    (src / "checksum.cu").write_text('#include "bridge.h"\nvoid f() { cudaFree(0); }\n')
+    third = hipify_tree([src], out, OPTS)
+    assert third.written == [hip] and b"hipFree(0)" in hip.read_bytes()
+    # a deleted source removes its stale output (and the emptied directory)
+    (src / "cuda" / "util.cuh").unlink()
+    fourth = hipify_tree([src], out, OPTS)
+    assert fourth.removed == [out / "hip" / "util.cuh"]
+    assert not (out / "hip").exists()
+    # a file nobody produced is never removed
+    (out / "mine.txt").write_text("keep")
+    hipify_tree([src], out, OPTS)
+    assert (out / "mine.txt").exists()
+
+
+def test_header_rename_follows_changes(tmp_path: Path, write: Write) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    write(src, {"a.h": "int a;\n", "b.h": '#include "a.h"\n', "c.cpp": '#include "b.h"\n'})
+    res = hipify_tree([src], out, OPTS)
+    assert {d.name for d in res.outputs.values()} == {"a.h", "b.h", "c.cpp"}
+    (src / "a.h").write_text("cudaStream_t a;\n")
+    res = hipify_tree([src], out, OPTS)
+    # a.h changed -> a_hip.h, so b.h's include changes -> b_hip.h, and c.cpp's -> c_hip.cpp
+    assert {d.name for d in res.outputs.values()} == {"a_hip.h", "b_hip.h", "c_hip.cpp"}
+    assert (out / "c_hip.cpp").read_bytes() == b'#include "b_hip.h"\n'
+    assert {p.name for p in res.removed} == {"a.h", "b.h", "c.cpp"}
+
+
+def test_file_arguments_and_collisions(tmp_path: Path, write: Write) -> None:
+    write(tmp_path, {"one/k.cu": "cudaFree(0);\n", "two/k.cu": "cudaFree(1);\n"})
+    res = hipify_tree([tmp_path / "one" / "k.cu", tmp_path / "two" / "k.cu"], tmp_path / "out", OPTS)
+    assert [f.rule for f in res.findings] == ["output-collision"]
+    assert res.blocking == 1
+    assert (tmp_path / "out" / "k.hip").read_bytes() == b"hipFree(0);\n"
+
+
+def test_never_in_place(tmp_path: Path, write: Write) -> None:
+    write(tmp_path / "src", {"k.cu": "cudaFree(0);\n"})
+    with pytest.raises(ToolError):
+        hipify_tree([tmp_path / "src"], tmp_path / "src", OPTS)
+    with pytest.raises(ToolError):
+        hipify_tree([tmp_path / "src"], tmp_path, OPTS)
+    with pytest.raises(ToolError):
+        hipify_tree([tmp_path / "missing"], tmp_path / "out", OPTS)
+    # an output directory inside the source tree is skipped by the walk
+    res = hipify_tree([tmp_path / "src"], tmp_path / "src" / "build", OPTS)
+    again = hipify_tree([tmp_path / "src"], tmp_path / "src" / "build", OPTS)
+    assert list(res.outputs) == list(again.outputs) == [tmp_path / "src" / "k.cu"]
+
+
+def test_unreadable_file_is_reported_and_run_goes_on(tmp_path: Path, write: Write) -> None:
+    write(tmp_path / "src", {"a.cu": "cudaFree(0);\n"})
+    (tmp_path / "src" / "dangling.h").symlink_to(tmp_path / "nowhere.h")
+    res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
+    assert (tmp_path / "out" / "a.hip").read_bytes() == b"hipFree(0);\n"
+    errors = [f for f in res.findings if f.kind == "error"]
+    assert len(errors) == 1 and errors[0].file.name == "dangling.h" and errors[0].blocking
+
+
+def test_parallel_matches_serial(tmp_path: Path, write: Write) -> None:
+    files: dict[str, bytes | str] = {f"d{i % 3}/k{i}.cu": f"cudaFree({i}); cuGetErrorString(e, s);\n" for i in range(24)}
+    write(tmp_path / "src", files)
+    serial = hipify_tree([tmp_path / "src"], tmp_path / "o1", OPTS)
+    parallel = hipify_tree([tmp_path / "src"], tmp_path / "o2", HipifyOptions(hip_version=(5, 2), jobs=2))
+    assert [f.to_json()["name"] for f in serial.findings] == [f.to_json()["name"] for f in parallel.findings]
+    for s, d in serial.outputs.items():
+        assert d.read_bytes() == parallel.outputs[s].read_bytes()
+
+
+def test_overrides_option(tmp_path: Path, write: Write) -> None:
+    write(tmp_path / "src", {"k.cu": "__shfl_down_sync(m, v, 1);\n"})
+    ov = tmp_path / "map.tsv"
+    ov.write_text("cuda_name\thip_name\tkind\tlibrary\n__shfl_down_sync\tmy_shfl_down_sync\tdevice_function\tproject\n")
+    res = hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(5, 2), mapping_overrides=ov))
+    assert (tmp_path / "out" / "k.hip").read_bytes() == b"my_shfl_down_sync(m, v, 1);\n"
+    assert res.blocking == 0
+
+
+PLANTED = (
+    "#include <cuda_runtime.h>\n"  # 1
+    "__global__ void k(int* x) {\n"  # 2
+    "  int lane = threadIdx.x & 31;\n"  # 3: lane-math at col 26
+    "  cuGetErrorString(0, 0);\n"  # 4: version at col 3
+    "  cudaInitDevice(0, 0, 0);\n"  # 5: unsupported at col 3
+    "  int w = threadIdx.x % 32;  // hipify: ignore(lane-math)\n"  # 6: silenced
+    "}\n"
+)
+
+
+def test_cli_report_and_strict(tmp_path: Path, write: Write, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "src", {"k.cu": PLANTED})
+    report = tmp_path / "r.json"
+    argv = [str(tmp_path / "src"), "-o", str(tmp_path / "out"), "--report", str(report), "--hip-version", "5.2"]
+    assert cli_main(argv) == 0
+    assert cli_main([*argv, "--strict"]) == 1
+    data = json.loads(report.read_text())
+    assert data["schema"] == "monarch-runtime/hipify-report/v1"
+    assert data["hip_version"] == "5.2"
+    got = {(f["name"], f["kind"], f["line"], f["column"], f["rule"]) for f in data["findings"]}
+    assert got == {
+        ("& 31", "hazard", 3, 26, "lane-math"),
+        ("cuGetErrorString", "version", 4, 3, ""),
+        ("cudaInitDevice", "unsupported", 5, 3, ""),
+    }
+    assert data["blocking"] == 3 and data["counts"]["hazard"] == 1
+    assert {"file", "line", "column", "name", "kind", "reason", "suggestion", "blocking", "rule"} == set(
+        data["findings"][0]
+    )
+    err = capsys.readouterr().err
+    assert "1 unsupported, 1 version, 1 hazard; 3 blocking" in err
+    # a clean tree passes --strict
+    write(tmp_path / "ok", {"k.cu": "void f() { cudaFree(0); }\n"})
+    assert cli_main([str(tmp_path / "ok"), "-o", str(tmp_path / "out2"), "--strict", "--hip-version", "5.2"]) == 0
+
+
+def test_cli_user_errors_have_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools", "hipify", str(tmp_path / "nope"), "-o", str(tmp_path / "o")],
+        capture_output=True, text=True, cwd=REPO, env=env, check=False,
+    )
+    assert proc.returncode == 2 and "error: source not found" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools", "hipify", str(tmp_path), "-o", str(tmp_path / "o"), "--hip-version", "five"],
+        capture_output=True, text=True, cwd=REPO, env=env, check=False,
+    )
+    assert proc.returncode == 2 and "bad HIP version" in proc.stderr and "Traceback" not in proc.stderr
