@@ -51,9 +51,7 @@ def build(
     outdir.mkdir(parents=True, exist_ok=True)
     before = set(outdir.glob("*.whl"))
     if before:
-        raise CIError(
-            f"{outdir} already holds {', '.join(p.name for p in sorted(before))}: use an empty directory."
-        )
+        raise CIError(f"{outdir} already holds {', '.join(p.name for p in sorted(before))}: use an empty directory.")
     env = toolchains.build_env(row, matrix)
     for key, value in sorted(env.items()):
         proc.log(f"env {key}={value}")
@@ -66,8 +64,25 @@ def build(
     )
     wheels = sorted(set(outdir.glob("*.whl")) - before)
     if len(wheels) != 1:
-        raise CIError(
-            f"the build wrote {len(wheels)} wheels into {outdir}, expected exactly one.", exit_code=1
-        )
+        raise CIError(f"the build wrote {len(wheels)} wheels into {outdir}, expected exactly one.", exit_code=1)
     proc.log(f"built {wheels[0].name} in {time.monotonic() - start:.0f} s")
+    if row.flavour.repair:
+        return repair(wheels[0], row.flavour.repair, outdir)
     return wheels[0]
+
+
+def repair(wheel: Path, template: Sequence[str], outdir: Path) -> Path:
+    """Run the flavour's repair argv ({wheel}, {outdir} substituted); it replaces the built wheel."""
+    repaired_dir = outdir / "repaired"
+    repaired_dir.mkdir()
+    argv = [a.replace("{wheel}", str(wheel)).replace("{outdir}", str(repaired_dir)) for a in template]
+    proc.run(argv, what=f"repairing {wheel.name}")
+    repaired = sorted(repaired_dir.glob("*.whl"))
+    if len(repaired) != 1:
+        raise CIError(f"the repair command wrote {len(repaired)} wheels, expected exactly one.", exit_code=1)
+    wheel.unlink()
+    final = outdir / repaired[0].name
+    repaired[0].replace(final)
+    repaired_dir.rmdir()
+    proc.log(f"repaired into {final.name}")
+    return final

@@ -80,9 +80,7 @@ def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
     return 0
 
 
-def _validate(
-    wheel: Path, row: Row, m: Matrix, *, archs: Sequence[str] | None, do_smoke: bool, audit: bool
-) -> bool:
+def _validate(wheel: Path, row: Row, m: Matrix, *, archs: Sequence[str] | None, do_smoke: bool, audit: bool) -> bool:
     exp = validate.Expected.for_row(row, m, archs)
     findings = validate.static_checks(wheel, exp, audit=audit)
     if do_smoke:
@@ -103,9 +101,7 @@ def _test(
     chosen = list(versions) if versions else list(row.pythons)
     unknown = [v for v in chosen if v not in row.pythons]
     if unknown:
-        raise CIError(
-            f"python {', '.join(unknown)} is not on row {row.name}'s python axis ({', '.join(row.pythons)})."
-        )
+        raise CIError(f"python {', '.join(unknown)} is not on row {row.name}'s python axis ({', '.join(row.pythons)}).")
     findings = smoke.smoke_many(wheel, exp, chosen, require_all)
     return validate.report(findings, f"test {wheel.name} on python {', '.join(chosen)}")
 
@@ -113,18 +109,14 @@ def _test(
 def cmd_validate(m: Matrix, args: argparse.Namespace) -> int:
     row = m.row(args.row)
     wheel = _one_wheel(args.wheel or args.wheel_opt, args.dist)
-    ok = _validate(
-        wheel, row, m, archs=_archs(args.archs), do_smoke=not args.no_smoke, audit=not args.no_audit
-    )
+    ok = _validate(wheel, row, m, archs=_archs(args.archs), do_smoke=not args.no_smoke, audit=not args.no_audit)
     return 0 if ok else 1
 
 
 def cmd_test(m: Matrix, args: argparse.Namespace) -> int:
     row = m.row(args.row)
     wheel = _one_wheel(args.wheel, args.dist)
-    ok = _test(
-        wheel, row, m, archs=_archs(args.archs), versions=args.python, require_all=args.require_all_pythons
-    )
+    ok = _test(wheel, row, m, archs=_archs(args.archs), versions=args.python, require_all=args.require_all_pythons)
     return 0 if ok else 1
 
 
@@ -153,9 +145,7 @@ def cmd_run(m: Matrix, args: argparse.Namespace) -> int:
                 "Pass --wheel PATH to validate and test an existing wheel instead."
             )
     elif row.arch != host_arch():
-        raise CIError(
-            f"row {row.name} needs an {row.arch} machine to test its wheel (this one is {host_arch()})."
-        )
+        raise CIError(f"row {row.name} needs an {row.arch} machine to test its wheel (this one is {host_arch()}).")
     tmp = None
     try:
         if args.wheel is not None:
@@ -167,9 +157,7 @@ def cmd_run(m: Matrix, args: argparse.Namespace) -> int:
                 tmp = tempfile.mkdtemp(prefix=f"ci-{row.name}-")
                 out = Path(tmp)
             proc.log(f"[{row.name}] build")
-            wheel = build(
-                row, m, out, archs=archs, python=args.build_python, isolation=not args.no_build_isolation
-            )
+            wheel = build(row, m, out, archs=archs, python=args.build_python, isolation=not args.no_build_isolation)
         proc.log(f"[{row.name}] validate")
         ok = _validate(wheel, row, m, archs=archs, do_smoke=True, audit=True)
         if ok and not args.no_test:
@@ -218,9 +206,7 @@ def cmd_collect(m: Matrix, args: argparse.Namespace) -> int:
     if extra > 0:
         problems.append(f"{extra} wheel(s) belong to no row")
     if problems:
-        raise CIError(
-            f"the wheelhouse {args.dir} is not one wheel per row: {'; '.join(problems)}.", exit_code=1
-        )
+        raise CIError(f"the wheelhouse {args.dir} is not one wheel per row: {'; '.join(problems)}.", exit_code=1)
     return 0
 
 
@@ -237,12 +223,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--archs", help='override the row\'s device archs, as for the build: "80;90"')
 
     def build_opts(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument(
-            "--build-python", help="interpreter to build with (default: the matrix's build python)"
-        )
-        sp.add_argument(
-            "--no-build-isolation", action="store_true", help="build with the interpreter's packages"
-        )
+        sp.add_argument("--build-python", help="interpreter to build with (default: the matrix's build python)")
+        sp.add_argument("--no-build-isolation", action="store_true", help="build with the interpreter's packages")
 
     def test_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--python", action="append", metavar="X.Y", help="test only this python (repeatable)")

@@ -222,9 +222,7 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
     if build_python not in pythons:
         raise _err(path, "[build].python", f"{build_python!r} is not on the python axis")
     if build_python != min(pythons, key=lambda v: tuple(int(x) for x in v.split("."))):
-        raise _err(
-            path, "[build].python", "must be the oldest python of the axis (abi3 is built with the minimum)"
-        )
+        raise _err(path, "[build].python", "must be the oldest python of the axis (abi3 is built with the minimum)")
     runners = _str_map(path, build, "runners", "[build]")
     for arch in arches:
         if arch not in runners:
@@ -354,12 +352,8 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
                 else:
                     kept.append(py)
             if build_python not in kept:
-                raise _err(
-                    path, "[[exclude]]", f"row {fname}-{arch} excludes the build python {build_python}"
-                )
-            rows.append(
-                Row(flavour=flavours[fname], arch=arch, pythons=tuple(kept), skipped_pythons=tuple(skipped))
-            )
+                raise _err(path, "[[exclude]]", f"row {fname}-{arch} excludes the build python {build_python}")
+            rows.append(Row(flavour=flavours[fname], arch=arch, pythons=tuple(kept), skipped_pythons=tuple(skipped)))
 
     return Matrix(
         path=path,

@@ -63,7 +63,5 @@ def run(
         if capture:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-25:]
             detail = "\n" + "\n".join(tail)
-        raise CIError(
-            f"{what or shlex.join(argv)} failed with exit status {proc.returncode}.{detail}", exit_code=1
-        )
+        raise CIError(f"{what or shlex.join(argv)} failed with exit status {proc.returncode}.{detail}", exit_code=1)
     return proc

@@ -106,9 +106,7 @@ def install(row: Row, matrix: Matrix, toolchains_dir: Path | None = None) -> Non
     """Install what a row needs into a fresh CI container: tools, Rust, test pythons, the toolchain."""
     tc_dir = toolchains_dir or default_toolchains_dir()
     tc_dir.mkdir(parents=True, exist_ok=True)
-    proc.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", *matrix.tools], what="installing the CI tools"
-    )
+    proc.run([sys.executable, "-m", "pip", "install", "--quiet", *matrix.tools], what="installing the CI tools")
     if proc.which("cargo") is None:
         _install_rust(matrix.rust_toolchain)
     uv = proc.which("uv")
@@ -118,9 +116,7 @@ def install(row: Row, matrix: Matrix, toolchains_dir: Path | None = None) -> Non
     _install_toolchain(matrix.toolchains[row.flavour.toolchain], tc_dir)
     still = check(row, matrix, tc_dir)
     if not still.can_build:
-        raise CIError(
-            f"after setup, row {row.name} still cannot build: {'; '.join(still.missing)}.", exit_code=1
-        )
+        raise CIError(f"after setup, row {row.name} still cannot build: {'; '.join(still.missing)}.", exit_code=1)
 
 
 def _install_rust(toolchain: str) -> None:
@@ -197,9 +193,7 @@ def _rccl_header(suite: str, tc_dir: Path) -> None:
     )
     env = {"APT_CONFIG": str(conf)}
     proc.run(["apt-get", "update", "-qq"], env=env, cwd=apt_dir, what=f"apt-get update ({suite})")
-    proc.run(
-        ["apt-get", "download", "-qq", "librccl-dev"], env=env, cwd=apt_dir, what="downloading librccl-dev"
-    )
+    proc.run(["apt-get", "download", "-qq", "librccl-dev"], env=env, cwd=apt_dir, what="downloading librccl-dev")
     debs = sorted(apt_dir.glob("librccl-dev_*.deb"))
     if not debs:
         raise CIError("apt-get download librccl-dev produced no .deb.", exit_code=1)

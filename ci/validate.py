@@ -133,9 +133,7 @@ def check_tag(wheel: Path, exp: Expected) -> list[Finding]:
     expected_tag = f"{py}-{abi}-{plat}"
     out.append(Finding("tag", tags == [expected_tag], f"WHEEL Tag {tags} (file name says {expected_tag!r})"))
     purelib = [
-        line.split(":", 1)[1].strip().lower()
-        for line in text.splitlines()
-        if line.startswith("Root-Is-Purelib:")
+        line.split(":", 1)[1].strip().lower() for line in text.splitlines() if line.startswith("Root-Is-Purelib:")
     ]
     out.append(Finding("tag", purelib == ["false"], f"WHEEL Root-Is-Purelib {purelib} (expected ['false'])"))
     return out
@@ -366,9 +364,7 @@ def check_symbols(elves: Sequence[ElfInfo], exp: Expected) -> list[Finding]:
 def compare_build_info(info: Mapping[str, Any], exp: Expected, where: str) -> list[Finding]:
     out: list[Finding] = []
     plat = info.get("platform")
-    out.append(
-        Finding("build_info", plat == exp.platform, f"{where}: platform {plat!r} (expected {exp.platform!r})")
-    )
+    out.append(Finding("build_info", plat == exp.platform, f"{where}: platform {plat!r} (expected {exp.platform!r})"))
     archs = info.get("archs")
     got = sorted(_norm_arch(str(a)) for a in archs) if isinstance(archs, list) else None
     want = sorted(_norm_arch(a) for a in exp.archs)
@@ -420,7 +416,7 @@ def static_checks(wheel: Path, exp: Expected, audit: bool = True) -> list[Findin
 def report(findings: Sequence[Finding], title: str) -> bool:
     """Print the findings; True when all passed."""
     failed = [f for f in findings if not f.ok]
-    print(f"== {title}: {len(findings) - len(failed)}/{len(findings)} checks passed")
+    print(f"== {title}: {len(findings) - len(failed)}/{len(findings)} checks passed", flush=True)
     for f in findings:
-        print(f"  {f}")
+        print(f"  {f}", flush=True)
     return not failed

@@ -71,9 +71,7 @@ def _compile(spec: ElfSpec, workdir: Path) -> bytes:
         if not stub.exists():
             stub_src = workdir / (lib + ".c")
             stub_src.write_text("int stub_placeholder(void) { return 0; }\n")
-            subprocess.run(
-                [CC, "-shared", "-fPIC", "-o", str(stub), str(stub_src), f"-Wl,-soname,{lib}"], check=True
-            )
+            subprocess.run([CC, "-shared", "-fPIC", "-o", str(stub), str(stub_src), f"-Wl,-soname,{lib}"], check=True)
         argv.append(f"-l:{lib}")
     if spec.rpath is not None:
         argv.append(f"-Wl,-rpath,{spec.rpath}")

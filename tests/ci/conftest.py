@@ -13,8 +13,9 @@ for entry in (str(ROOT), str(HERE)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-from ci import matrix as matrix_mod  # noqa: E402
 from ci_wheels import WheelFactory, wheel_factory  # noqa: E402
+
+from ci import matrix as matrix_mod  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import generate
+from ci import generate, toolchains
 from ci.matrix import REPO_ROOT, Matrix
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "wheels.yml"
@@ -38,7 +38,9 @@ def test_generate_check_detects_staleness(tmp_path: Path, real_matrix: Matrix) -
     assert subprocess.run([*ci, "generate", "--output", str(out)], cwd=REPO_ROOT).returncode == 0
     assert subprocess.run([*ci, "generate", "--check", "--output", str(out)], cwd=REPO_ROOT).returncode == 0
     out.write_text(out.read_text().replace("timeout-minutes: 90", "timeout-minutes: 91", 1))
-    res = subprocess.run([*ci, "generate", "--check", "--output", str(out)], cwd=REPO_ROOT, capture_output=True, text=True)
+    res = subprocess.run(
+        [*ci, "generate", "--check", "--output", str(out)], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert res.returncode == 1 and "stale" in res.stderr
 
 
@@ -74,8 +76,6 @@ def test_workflow_structure(real_matrix: Matrix) -> None:
 
 
 def test_compiler_cache_launchers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ci import toolchains
-
     fake = tmp_path / "sccache"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
@@ -91,11 +91,15 @@ def test_compiler_cache_launchers(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
 def test_schema_validation(tmp_path: Path) -> None:
     check = tool("check-jsonschema")
-    res = subprocess.run([check, "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)], capture_output=True, text=True)
+    res = subprocess.run(
+        [check, "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     broken = tmp_path / "broken.yml"
     broken.write_text(WORKFLOW.read_text().replace("runs-on:", "runs_on:", 1))
-    res = subprocess.run([check, "--builtin-schema", "vendor.github-workflows", str(broken)], capture_output=True, text=True)
+    res = subprocess.run(
+        [check, "--builtin-schema", "vendor.github-workflows", str(broken)], capture_output=True, text=True
+    )
     assert res.returncode != 0
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from ci import matrix as matrix_mod
+from ci import toolchains
 from ci.errors import CIError
 from ci.matrix import Matrix
 
@@ -58,9 +59,9 @@ def test_flavour_declarations(real_matrix: Matrix) -> None:
 def test_row_lookup(real_matrix: Matrix) -> None:
     assert real_matrix.row("cuda13-aarch64").arch == "aarch64"
     assert real_matrix.row("cpu").name == f"cpu-{matrix_mod.host_arch()}"
-    with pytest.raises(CIError, match="unknown row 'cuda12'.*cpu-x86_64"):
+    with pytest.raises(CIError, match=r"unknown row 'cuda12'.*cpu-x86_64"):
         real_matrix.row("cuda12")
-    with pytest.raises(CIError, match="excluded.*aarch64 release"):
+    with pytest.raises(CIError, match=r"excluded.*aarch64 release"):
         real_matrix.row("rocm5.2-aarch64")
 
 
@@ -117,3 +118,14 @@ def test_not_toml(tmp_path: Path) -> None:
 def test_every_flavour_is_on_the_axis() -> None:
     data: dict[str, Any] = tomllib.loads(REAL.read_text())
     assert set(data["flavour"]) == set(data["axes"]["flavour"])
+
+
+def test_build_env_points_at_the_toolchains(
+    real_matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI_NO_COMPILER_CACHE", "1")
+    cuda = toolchains.build_env(real_matrix.row("cuda13-x86_64"), real_matrix, tmp_path)
+    assert cuda == {"CUDA_HOME": str(tmp_path / "cuda-home"), "NCCL_HOME": str(tmp_path / "nccl-home")}
+    rocm = toolchains.build_env(real_matrix.row("rocm5.2-x86_64"), real_matrix, tmp_path)
+    assert rocm == {"ROCM_HOME": "/usr", "HIP_PLATFORM": "amd", "RCCL_HOME": str(tmp_path / "rccl" / "usr")}
+    assert toolchains.build_env(real_matrix.row("cpu-x86_64"), real_matrix, tmp_path) == {}

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import platform
 import sys
 from pathlib import Path
 
 import pytest
+from ci_wheels import ElfSpec, WheelFactory
 
 from ci import smoke, validate
 from ci.matrix import Matrix
 from ci.validate import Expected, Finding
-
-from ci_wheels import ElfSpec, WheelFactory
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
@@ -28,8 +28,6 @@ def failed(findings: list[Finding], check: str | None = None) -> list[Finding]:
 
 @pytest.fixture(autouse=True)
 def _x86_only() -> None:
-    import platform
-
     if platform.machine() != "x86_64":
         pytest.skip("synthetic wheels are tagged x86_64")
 
@@ -164,7 +162,9 @@ def test_smoke_import_in_fresh_venv(make_wheel: WheelFactory, real_matrix: Matri
     assert good and not failed(good), good
     broken = smoke.smoke(make_wheel(init_extra="raise ImportError('no native module')"), exp, PY, sys.executable)
     assert any("import failed" in f.detail for f in failed(broken))
-    lying = make_wheel(runtime_build_info={"platform": "cuda", "archs": [], "toolkit_version": None, "collective": None})
+    lying = make_wheel(
+        runtime_build_info={"platform": "cuda", "archs": [], "toolkit_version": None, "collective": None}
+    )
     bad = failed(smoke.smoke(lying, exp, PY, sys.executable))
     assert bad and "platform" in bad[0].detail
 
