@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from tools.hipify.downgrade import load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 
 # Bytes that continue an identifier. Bytes >= 0x80 count as identifier bytes so that a CUDA name glued to
@@ -158,6 +159,12 @@ class Translator:
                 if entry is None or entry.available_in(hip_version):
                     continue  # identity and available: nothing to do, do not even stop on it
             prefixes.add(name[:2].encode("latin-1"))
+        # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
+        self.downgrades = {
+            name: dg
+            for name, dg in load_downgrades(hip_version).items()
+            if (entry := db.lookup(dg.cuda_name)) is not None and not entry.available_in(hip_version)
+        }
         self.launch = launch
         self.scanner = _build_scanner(prefixes, with_launch=launch)
         self._ident = re.compile(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")
@@ -292,10 +299,40 @@ class Translator:
         cache = self._cache
         changed = False
         tcs = self.translate_comments_and_strings
+        downgrades = self.downgrades
+        skip_until = 0  # input consumed by a downgrade rewrite (e.g. a dropped lane mask)
         for m in self.scanner.finditer(data):
             kind = m.lastgroup
+            if m.start() < skip_until:
+                continue
             if kind == "id":
                 name = m.group()
+                dg = downgrades.get(name) if downgrades else None
+                if dg is not None:
+                    start, end = m.span()
+                    rewrite = rewrite_call(data, end, dg)
+                    if rewrite is not None:
+                        text, resume = rewrite
+                        out.append(data[pos:start])
+                        out.append(text)
+                        olen += start - pos + len(text)
+                        pos = skip_until = resume
+                        changed = True
+                        findings.append(
+                            RawFinding(
+                                start,
+                                dg.cuda_name,
+                                "hazard",
+                                f"HIP < {format_version(dg.below)} has no {dg.cuda_name}: rewritten to "
+                                f"{dg.replacement.decode('latin-1')}"
+                                + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
+                                "correct only when every lane of the mask is active; raise --hip-version to "
+                                f"{format_version(dg.below)} to keep the mask",
+                                False,
+                                "sync-mask-dropped",
+                            )
+                        )
+                        continue
                 act = cache.get(name)
                 if act is None:
                     act = action(name)
