@@ -115,8 +115,20 @@ def test_overrides_tsv_and_json(tmp_path: Path) -> None:
     e = db.lookup("cudaMalloc")
     assert e is not None and e.hip_name == "hipMallocManagedX" and e.source == "local.tsv"
     js = tmp_path / "local.json"
-    js.write_text(json.dumps({"entries": [{"cuda_name": "__shfl_down_sync", "hip_name": "__shfl_down",
-                                           "kind": "device_function", "supported": True}]}))
+    js.write_text(
+        json.dumps(
+            {
+                "entries": [
+                    {
+                        "cuda_name": "__shfl_down_sync",
+                        "hip_name": "__shfl_down",
+                        "kind": "device_function",
+                        "supported": True,
+                    }
+                ]
+            }
+        )
+    )
     e2 = load_database(js).lookup("__shfl_down_sync")
     assert e2 is not None and e2.hip_name == "__shfl_down" and e2.available_in((5, 2))
 

@@ -73,7 +73,7 @@ def test_line_continuation_in_comment(tr52: Translator) -> None:
         "// caf\u00e9 cudaFree\ncudaFree(p); // \u00e9t\u00e9\n".encode("latin-1"),  # Latin-1
         b"\xef\xbb\xbfcudaFree(p);\n",  # UTF-8 BOM
         b"/* \xff\xfe broken utf-8 \xc3 */ cudaFree(p);\r\n\xe9cudaFree(q); cudaFree\xe9(r);\r\n",
-        "const char* s = \"\u65e5\u672c\"; cudaFree(p);\r\n".encode(),  # UTF-8 + CRLF
+        'const char* s = "\u65e5\u672c"; cudaFree(p);\r\n'.encode(),  # UTF-8 + CRLF
     ],
 )
 def test_encodings_round_trip(tr52: Translator, payload: bytes) -> None:
@@ -116,12 +116,52 @@ def test_include_guard_and_preprocessor(tr52: Translator) -> None:
 
 
 # -- properties -------------------------------------------------------------------------------------
-NAMES = ["cudaMalloc", "cudaFree", "cudaStream_t", "cuGetErrorString", "cudaInitDevice", "cub", "__CUDACC__",
-         "cudaError_t", "cudaSuccess", "myvar", "x1", "cudaNoSuch", "__shfl_down_sync", "ncclAllReduce"]
+NAMES = [
+    "cudaMalloc",
+    "cudaFree",
+    "cudaStream_t",
+    "cuGetErrorString",
+    "cudaInitDevice",
+    "cub",
+    "__CUDACC__",
+    "cudaError_t",
+    "cudaSuccess",
+    "myvar",
+    "x1",
+    "cudaNoSuch",
+    "__shfl_down_sync",
+    "ncclAllReduce",
+]
 PIECES = st.one_of(
     st.sampled_from(NAMES).map(str.encode),
-    st.sampled_from([b" ", b"\n", b"\r\n", b"(", b")", b";", b"::", b",", b".", b"->", b"1'0", b"0x1f", b"#",
-                     b"/", b"*", b"\\", b"'", b'"', b"\t", b"<<<", b">>>", b"\xe9", b"\xff", b"R"]),
+    st.sampled_from(
+        [
+            b" ",
+            b"\n",
+            b"\r\n",
+            b"(",
+            b")",
+            b";",
+            b"::",
+            b",",
+            b".",
+            b"->",
+            b"1'0",
+            b"0x1f",
+            b"#",
+            b"/",
+            b"*",
+            b"\\",
+            b"'",
+            b'"',
+            b"\t",
+            b"<<<",
+            b">>>",
+            b"\xe9",
+            b"\xff",
+            b"R",
+        ]
+    ),
     st.builds(lambda n: b"// " + n.encode() + b"\n", st.sampled_from(NAMES)),
     st.builds(lambda n: b"/* " + n.encode() + b" */", st.sampled_from(NAMES)),
     st.builds(lambda n: b'"' + n.encode() + b'"', st.sampled_from(NAMES)),

@@ -146,7 +146,9 @@ def test_unreadable_file_is_reported_and_run_goes_on(tmp_path: Path, write: Writ
 
 
 def test_parallel_matches_serial(tmp_path: Path, write: Write) -> None:
-    files: dict[str, bytes | str] = {f"d{i % 3}/k{i}.cu": f"cudaFree({i}); cuGetErrorString(e, s);\n" for i in range(24)}
+    files: dict[str, bytes | str] = {
+        f"d{i % 3}/k{i}.cu": f"cudaFree({i}); cuGetErrorString(e, s);\n" for i in range(24)
+    }
     write(tmp_path / "src", files)
     serial = hipify_tree([tmp_path / "src"], tmp_path / "o1", OPTS)
     parallel = hipify_tree([tmp_path / "src"], tmp_path / "o2", HipifyOptions(hip_version=(5, 2), jobs=2))
@@ -205,11 +207,19 @@ def test_cli_user_errors_have_no_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "tools", "hipify", str(tmp_path / "nope"), "-o", str(tmp_path / "o")],
-        capture_output=True, text=True, cwd=REPO, env=env, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 2 and "error: source not found" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run(
         [sys.executable, "-m", "tools", "hipify", str(tmp_path), "-o", str(tmp_path / "o"), "--hip-version", "five"],
-        capture_output=True, text=True, cwd=REPO, env=env, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 2 and "bad HIP version" in proc.stderr and "Traceback" not in proc.stderr
