@@ -3,44 +3,25 @@ once per session, all three in parallel, and shared by every test that needs one
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
-import venv
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-TOOLCHAINS = Path(os.environ.get("MONARCH_TOOLCHAINS", Path.home() / ".cache" / "monarch-runtime" / "toolchains"))
-FLAVOURS = ("cpu", "cuda", "rocm")
-
-
-@dataclass(frozen=True)
-class Toolchains:
-    cuda_home: Path
-    nccl_home: Path
-    rccl_home: Path
-    rocm_home: Path
-
-    def env_for(self, flavour: str) -> dict[str, str]:
-        """A clean environment selecting ``flavour`` the way a user would."""
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH") and not k.startswith("MONARCH_")
-        }
-        env["HIP_PLATFORM"] = "amd"
-        if flavour == "cuda":
-            env["CUDA_HOME"] = str(self.cuda_home)
-        elif flavour == "rocm":
-            env["ROCM_HOME"] = str(self.rocm_home)
-            env["RCCL_HOME"] = str(self.rccl_home)
-        return env
+from _support import (
+    FLAVOURS,
+    ROOT,
+    TOOLCHAINS,
+    BuildOutcome,
+    InstalledWheel,
+    Toolchains,
+    make_venv,
+    pip_wheel,
+    tree_digest,
+)
 
 
 @pytest.fixture(scope="session")
@@ -63,42 +44,6 @@ def toolchains() -> Toolchains:
     if missing:
         pytest.skip(f"toolchains not installed (run ci/install-toolchains.sh): missing {missing}")
     return tc
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
-def pip_wheel(source: Path, out: Path, env: Mapping[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    """Build with pip (no isolation: the test venv has cmake, ninja and maturin) and return the process."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(source),
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            *extra,
-        ],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-@dataclass(frozen=True)
-class BuildOutcome:
-    wheel: Path | None
-    log: str
 
 
 @pytest.fixture(scope="session")
@@ -130,27 +75,6 @@ def built_wheels(build_outcomes: dict[str, BuildOutcome]) -> dict[str, Path]:
     if failed:
         pytest.fail("wheel builds failed:\n" + "\n\n".join(f"--- {f} ---\n{log}" for f, log in failed.items()))
     return {f: o.wheel for f, o in build_outcomes.items() if o.wheel is not None}
-
-
-@dataclass(frozen=True)
-class InstalledWheel:
-    python: Path
-    site_packages: Path
-    wheel: Path
-
-    def run(self, code: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.python), "-c", code],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=dict(env) if env is not None else None,
-        )
-
-
-def make_venv(path: Path) -> Path:
-    venv.EnvBuilder(with_pip=False, clear=True).create(path)
-    return path / "bin" / "python"
 
 
 @pytest.fixture(scope="session")

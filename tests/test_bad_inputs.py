@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Toolchains, pip_wheel
+from _support import ROOT, Toolchains, pip_wheel
 
 HOOK = "import sys, json, build_backend\nbuild_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2]))\n"
 

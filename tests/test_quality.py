@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from _support import ROOT
 
 BIN = Path(sys.executable).parent
 

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT
+from _support import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo not installed")
 

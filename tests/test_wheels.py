@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, InstalledWheel, Toolchains, tree_digest
+from _support import ROOT, InstalledWheel, Toolchains, tree_digest
 from elftools.elf.elffile import ELFFile
 from gen_collective_stub import build_stub
 
