@@ -28,97 +28,105 @@ from tools.hipify.translate import RawFinding
 
 MARKER = b"hipify: ignore"
 
-# name -> (pattern, reason, suggestion, blocking, needs_context)
-_RULES: dict[str, tuple[bytes, str, str, bool, bool]] = {
-    "warp_size_literal": (
-        rb"(?<![\w.])32(?:[uU]|[uU]?[lL]{1,2})?(?![\w.'])",
+# rule -> (pattern, reason, suggestion, blocking, check)
+# Every pattern starts with a literal, so the regex engine finds candidates with a fast substring search;
+# the context a look-behind would need is checked in Python at the (few) candidates:
+#   "word": the match must not continue an identifier; "ctx": ... and its line must mention
+#   thread/lane/warp indexing, shared memory, a shuffle or a loop; "ballot": see _ballot_context.
+_RULES: dict[str, tuple[bytes, str, str, bool, str]] = {
+    "warp-size-literal": (
+        rb"32(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)?(?![\w.'])",
         "literal 32 used as the warp size; AMD CDNA GPUs run 64-lane wavefronts",
         "use warpSize (device code) or a constant from __AMDGCN_WAVEFRONT_SIZE / hipDeviceProp_t::warpSize",
         True,
-        True,
+        "ctx",
     ),
-    "lane_math": (
+    "lane-math": (
         rb"&\s*(?:31|0x1[fF])(?![\w.])|%\s*32(?![\w.])|>>\s*5(?![\w.])",
         "lane/warp index computed assuming 32 lanes (& 31, % 32, >> 5)",
         "use warpSize: lane = tid % warpSize, warp = tid / warpSize",
         True,
-        True,
+        "ctx-any",
     ),
-    "warp_reduce_16": (
-        rb"\bfor\s*\([^;)]*=\s*16\s*;[^;]*;[^)]*(?:/=\s*2|>>=\s*1)",
+    "warp-reduce-16": (
+        rb"for\s*\([^;)]*=\s*16\s*;[^;]*;[^)]*(?:/=\s*2|>>=\s*1)",
         "shuffle-reduction loop starting at offset 16 reduces only 32 lanes",
         "start at warpSize / 2",
         True,
-        False,
+        "word",
     ),
-    "lane_mask_32": (
-        rb"\b__\w+_sync\s*\(\s*(?:0[xX][fF]{8}[uU]?[lL]{0,2}|~0[uU]?)(?![\w])",
+    "lane-mask-32": (
+        rb"_sync\s*\(\s*(?:0[xX][fF]{8}[uU]?[lL]{0,2}|~0[uU]?)(?![\w])",
         "32-bit lane mask passed to a *_sync intrinsic; HIP lane masks are 64-bit",
         "pass __activemask() or a 64-bit mask (0xffffffffffffffffull)",
         True,
-        False,
+        "sync",
     ),
-    "ballot_32": (
-        rb"\b(?:unsigned(?:\s+int)?|int|uint32_t|int32_t|uint)\s+\w+\s*=\s*(?:__ballot(?:_sync)?|__activemask)\b"
-        rb"|\b__(?:popc|ffs|clz|brev)\s*\(\s*(?:__ballot(?:_sync)?|__activemask)\b",
+    "ballot-32": (
+        rb"__(?:ballot(?:_sync)?|activemask)\b",
         "__ballot/__activemask return 64 bits on AMD; a 32-bit variable or __popc/__ffs drops half the lanes",
         "keep the result in uint64_t / unsigned long long and use __popcll / __ffsll",
         True,
-        False,
+        "ballot",
     ),
-    "inline_asm": (
-        rb"\b(?:asm|__asm__|__asm)\s*(?:volatile\s*|__volatile__\s*)?\(",
+    "inline-asm": (
+        rb"asm\s*(?:volatile\s*|__volatile__\s*)?\(",
         "inline assembly (PTX) cannot be translated",
         "replace with HIP intrinsics or guard with #ifdef __HIP_PLATFORM_NVIDIA__",
         True,
-        False,
+        "asm",
     ),
-    "cuda_arch_compare": (
-        rb"\b__CUDA_ARCH__\s*(?:[<>]=?|==|!=)\s*\d",
+    "cuda-arch-compare": (
+        rb"__CUDA_ARCH__\s*(?:[<>]=?|==|!=)\s*\d",
         "__CUDA_ARCH__ compared with a compute capability; AMD targets have no such number",
         "test features instead (e.g. __HIP_DEVICE_COMPILE__, __gfx90a__) or guard with __HIP_PLATFORM_AMD__",
         True,
-        False,
+        "word",
     ),
-    "texture_reference": (
-        rb"\b(?:texture|surface)\s*<",
+    "texture-reference": (
+        rb"texture\s*<|surface\s*<",
         "texture/surface references are not supported by HIP (removed in CUDA 12 too)",
         "use texture objects (hipTextureObject_t) or plain global-memory loads",
         True,
-        False,
+        "word",
     ),
-    "texture_fetch": (
-        rb"\b(?:tex[123]D\w*|tex1Dfetch|texCubemap\w*|surf[123]D\w*|surfCubemap\w*)\s*(?:<[^;>()]*>\s*)?\(",
+    "texture-fetch": (
+        rb"tex(?:[123]D\w*|1Dfetch|Cubemap\w*)\s*(?:<[^;>()]*>\s*)?\(|surf(?:[123]D\w*|Cubemap\w*)\s*(?:<[^;>()]*>\s*)?\(",
         "texture/surface fetch: HIP supports only part of these (formats, layered/cubemap variants)",
         "check the HIP texture API for this call, or use global-memory loads",
         False,
-        False,
+        "word",
     ),
-    "coop_groups": (
-        rb"\b(?:this_cluster|cluster_group|memcpy_async|labeled_partition|binary_partition|invoke_one"
-        rb"|reduce_update_async|wait_prior|block_tile_memory)\b",
+    "coop-groups": (
+        rb"this_cluster\b|cluster_group\b|memcpy_async\b|labeled_partition\b|binary_partition\b|invoke_one\b"
+        rb"|reduce_update_async\b|wait_prior\b|block_tile_memory\b",
         "cooperative-groups feature that HIP does not provide",
         "restructure with thread_block / tiled_partition, or guard with __HIP_PLATFORM_NVIDIA__",
         True,
-        False,
+        "word",
     ),
-    "grid_sync": (
-        rb"\bthis_grid\s*\(\s*\)\s*\.\s*sync\s*\(|\bgrid\.sync\s*\(",
+    "grid-sync": (
+        rb"this_grid\s*\(\s*\)\s*\.\s*sync\s*\(|grid\.sync\s*\(",
         "grid-wide sync needs a cooperative launch and device support",
         "launch with hipLaunchCooperativeKernel and check hipDeviceAttributeCooperativeLaunch",
         False,
-        False,
+        "word",
     ),
 }
 
-_COMBINED = re.compile(b"|".join(b"(?P<" + k.encode() + b">" + v[0] + b")" for k, v in _RULES.items()))
+# lane-math runs before warp-size-literal: a "% 32" is one hazard, not two.
+_ORDER = ["lane-math", *(r for r in _RULES if r != "lane-math")]
+_COMPILED = [(rule, re.compile(_RULES[rule][0]), _RULES[rule]) for rule in _ORDER]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
-_CONTEXT = re.compile(
-    rb"threadIdx|blockDim|\blane\w*|\w*[wW]arp\w*|\w*WARP\w*|\btid\b|__shared__|__shfl|\bfor\s*\("
+_CONTEXT = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\(")
+_CONTEXT_NO_LOOP = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl")
+_BALLOT_LHS = re.compile(
+    rb"(?:\b(?:unsigned(?:\s+int)?|int|uint32_t|int32_t|uint)\s+\w+\s*=|\b__(?:popc|ffs|clz|brev)\s*\()\s*\Z"
 )
-_LOOP = re.compile(rb"\bfor\s*\(")
 _IGNORE = re.compile(rb"hipify:\s*ignore(?:\(([^)]*)\))?")
 _DEVICE = re.compile(rb"__global__|__device__|__shared__")
+_IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
+_BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))
 
 
 def mask(data: bytes, spans: list[tuple[int, int]]) -> bytes:
@@ -129,8 +137,7 @@ def mask(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     pos = 0
     for start, end in spans:
         parts.append(data[pos:start])
-        chunk = data[start:end]
-        parts.append(re.sub(rb"[^\n]", b" ", chunk) if b"\n" in chunk else b" " * (end - start))
+        parts.append(data[start:end].translate(_BLANK))
         pos = end
     parts.append(data[pos:])
     return b"".join(parts)
@@ -140,7 +147,7 @@ def _silenced(data: bytes, offset: int, rule: str) -> bool:
     start = data.rfind(b"\n", 0, offset) + 1
     end = data.find(b"\n", offset)
     line = data[start : end if end >= 0 else len(data)]
-    if MARKER not in line and b"hipify:" not in line:
+    if b"hipify:" not in line:
         return False
     for m in _IGNORE.finditer(line):
         if m.group(1) is None:
@@ -151,32 +158,67 @@ def _silenced(data: bytes, offset: int, rule: str) -> bool:
     return False
 
 
+def _line(code: bytes, offset: int) -> tuple[int, bytes]:
+    ls = code.rfind(b"\n", 0, offset) + 1
+    le = code.find(b"\n", offset)
+    return ls, code[ls : le if le >= 0 else len(code)]
+
+
 def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
     """Hazards in one file. ``spans``: comments and literals (from the translator's scan)."""
     code = mask(data, spans)
-    device_file = _DEVICE.search(code) is not None
+    device_file: bool | None = None
     out: list[RawFinding] = []
-    for m in _COMBINED.finditer(code):
-        key = m.lastgroup
-        assert key is not None
-        _pattern, reason, suggestion, blocking, needs_context = _RULES[key]
-        start = m.start()
-        if needs_context:
-            ls = code.rfind(b"\n", 0, start) + 1
-            le = code.find(b"\n", start)
-            line = code[ls : le if le >= 0 else len(code)]
-            ctx = _CONTEXT.search(line)
-            if ctx is None:
+    idc = _IDC
+    lane_math_ends: set[int] = set()
+    for rule, pattern, (_p, reason, suggestion, blocking, check) in _COMPILED:
+        for m in pattern.finditer(code):
+            start = m.start()
+            if rule == "lane-math":
+                lane_math_ends.add(m.end())
+            elif rule == "warp-size-literal" and m.end() in lane_math_ends:
                 continue
-            if key == "warp_size_literal" and not device_file:
+            prev = code[start - 1] if start else 0x20
+            if check == "word" and prev in idc:
                 continue
-            if key == "warp_size_literal" and _LOOP.match(ctx.group()) and not device_file:
+            if check in ("ctx", "ctx-any"):
+                if check == "ctx" and (prev in idc or prev == 0x2E):  # int32_t, 1.32
+                    continue
+                ls, line = _line(code, start)
+                if check == "ctx":
+                    if device_file is None:
+                        device_file = _DEVICE.search(code) is not None
+                    ctx = (_CONTEXT if device_file else _CONTEXT_NO_LOOP).search(line)
+                else:
+                    ctx = _CONTEXT_NO_LOOP.search(line)
+                if ctx is None:
+                    continue
+            elif check == "sync":
+                ts = start
+                while ts and code[ts - 1] in idc:
+                    ts -= 1
+                if not code.startswith(b"__", ts):
+                    continue
+                start = ts
+            elif check == "ballot":
+                if prev in idc:
+                    continue
+                ls, line = _line(code, start)
+                lhs = _BALLOT_LHS.search(code, ls, start)
+                if lhs is None:
+                    continue
+                start = lhs.start()
+            elif check == "asm":
+                underscored = code[max(0, start - 2) : start] == b"__"
+                if underscored:
+                    start -= 2
+                    prev = code[start - 1] if start else 0x20
+                if prev in idc:
+                    continue
+            if _silenced(data, start, rule):
                 continue
-        rule = key.replace("_", "-")
-        if _silenced(data, start, rule):
-            continue
-        name = m.group().decode("latin-1").strip()
-        if len(name) > 60:
-            name = name[:57] + "..."
-        out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
+            text = code[start : m.end()].decode("latin-1").strip()
+            name = text if len(text) <= 60 else text[:57] + "..."
+            out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
+    out.sort(key=lambda f: f.offset)
     return out

@@ -29,9 +29,7 @@ def _files(sources: list[Path]) -> list[Path]:
         if src.is_dir():
             for dirpath, dirnames, filenames in os.walk(src):
                 dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-                out += [
-                    Path(dirpath) / f for f in sorted(filenames) if Path(f).suffix.lower() in SOURCE_SUFFIXES
-                ]
+                out += [Path(dirpath) / f for f in sorted(filenames) if Path(f).suffix.lower() in SOURCE_SUFFIXES]
         elif src.is_file():
             out.append(src)
         else:

@@ -45,9 +45,7 @@ COLUMNS: tuple[str, ...] = (
 ENTRY_FIELDS: tuple[str, ...] = (*COLUMNS, "source")
 
 #: kinds an entry can have
-KINDS = frozenset(
-    {"function", "type", "enum", "define", "header", "namespace", "device_function", "device_type"}
-)
+KINDS = frozenset({"function", "type", "enum", "define", "header", "namespace", "device_function", "device_type"})
 
 Version = tuple[int, ...]
 
@@ -131,8 +129,7 @@ class Entry:
 
     def __repr__(self) -> str:
         return (
-            f"Entry({self.cuda_name!r} -> {self.hip_name!r}, {self.kind}, {self.library}, "
-            f"supported={self.supported})"
+            f"Entry({self.cuda_name!r} -> {self.hip_name!r}, {self.kind}, {self.library}, supported={self.supported})"
         )
 
     def available_in(self, hip_version: Version | None) -> bool:
@@ -227,9 +224,7 @@ def read_tsv(path: Path) -> tuple[dict[str, str], list[Entry]]:
         if header is None:
             header = [c.strip() for c in cells]
             if "cuda_name" not in header:
-                raise ToolError(
-                    f"{path}:{lineno}: header row must name the columns (cuda_name, hip_name, ...)"
-                )
+                raise ToolError(f"{path}:{lineno}: header row must name the columns (cuda_name, hip_name, ...)")
             continue
         row = dict(zip(header, cells))
         entries.append(_entry_from_cells(row, source, f"{path}:{lineno}"))
@@ -276,9 +271,7 @@ class MappingDatabase:
     """All entries, by CUDA name. Rows are kept as raw text and parsed on first lookup, so loading the
     ~9,000-entry database stays cheap (start-up time matters to the build)."""
 
-    def __init__(
-        self, rows: Mapping[str, tuple[str, str]], meta: Mapping[str, str], fingerprint: str
-    ) -> None:
+    def __init__(self, rows: Mapping[str, tuple[str, str]], meta: Mapping[str, str], fingerprint: str) -> None:
         # cuda_name -> (tab-separated cells after the name, source layer)
         self._rows = dict(rows)
         self._parsed: dict[str, Entry] = {}

@@ -90,9 +90,7 @@ def output_relpath(rel: PurePosixPath, changed: bool, naming: str = "hipify_torc
     new_suffix = ".hip" if suffix == ".cu" else suffix
     if naming == "keep":
         return rel.with_name(stem + new_suffix)
-    parent = (
-        PurePosixPath(*[_swap_cuda(p) for p in rel.parent.parts]) if rel.parent.parts else PurePosixPath()
-    )
+    parent = PurePosixPath(*[_swap_cuda(p) for p in rel.parent.parts]) if rel.parent.parts else PurePosixPath()
     new_stem = stem
     if changed:
         new_stem = _swap_cuda(stem)
@@ -107,9 +105,7 @@ def _translator(
     overrides: str | None, hip_version: tuple[int, int] | None, comments: bool, unmapped: bool, launch: bool
 ) -> Translator:
     db = load_database(Path(overrides) if overrides else None)
-    return Translator(
-        db, hip_version, translate_comments_and_strings=comments, report_unmapped=unmapped, launch=launch
-    )
+    return Translator(db, hip_version, translate_comments_and_strings=comments, report_unmapped=unmapped, launch=launch)
 
 
 # (line, column, name, kind, reason, suggestion, blocking, rule)
@@ -205,9 +201,7 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
             raise ToolError(f"source not found: {given}")
         if src.is_dir():
             if src == out_dir or _is_within(src, out_dir):
-                raise ToolError(
-                    f"output directory {out_dir} contains source {given}: refusing to translate in place"
-                )
+                raise ToolError(f"output directory {out_dir} contains source {given}: refusing to translate in place")
             roots.append(src)
             for dirpath, dirnames, filenames in os.walk(src):
                 dpath = Path(dirpath)
@@ -300,9 +294,7 @@ def _load_state(out_dir: Path) -> dict[str, str]:
 
 def _check_options(options: HipifyOptions) -> None:
     if options.launch_style not in LAUNCH_STYLES:
-        raise ToolError(
-            f"launch_style must be one of {', '.join(LAUNCH_STYLES)}, not {options.launch_style!r}"
-        )
+        raise ToolError(f"launch_style must be one of {', '.join(LAUNCH_STYLES)}, not {options.launch_style!r}")
     if options.naming not in NAMING_STYLES:
         raise ToolError(f"naming must be one of {', '.join(NAMING_STYLES)}, not {options.naming!r}")
     if options.engine not in ENGINES:

@@ -64,9 +64,7 @@ CONV_KIND = {
     "CONV_DEVICE_FUNC": "device_function",
 }
 
-_SRC_ENTRY = re.compile(
-    r'\{\s*"([^"]+)"\s*,\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(CONV_\w+)\s*,\s*(API_\w+)([^}]*)'
-)
+_SRC_ENTRY = re.compile(r'\{\s*"([^"]+)"\s*,\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(CONV_\w+)\s*,\s*(API_\w+)([^}]*)')
 _SECTION = re.compile(r"^#{2,}\s*(?:\*\*)?\s*(?:\d+\.\s*)?(.*?)\s*(?:\*\*)?\s*$")
 
 
@@ -81,9 +79,7 @@ class Source:
     def _git(self, *args: str) -> str:
         assert self.git_dir is not None
         try:
-            proc = subprocess.run(
-                ["git", f"--git-dir={self.git_dir}", *args], capture_output=True, check=False
-            )
+            proc = subprocess.run(["git", f"--git-dir={self.git_dir}", *args], capture_output=True, check=False)
         except FileNotFoundError:
             raise ToolError("git not found on PATH (needed for --git-dir)") from None
         if proc.returncode != 0:
