@@ -107,34 +107,50 @@ class _Action:
 _NO_ACTION = _Action(None, None)
 
 
-def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[bytes]:
-    """One regex whose every alternative starts with a literal byte.
+def _trie(words: Iterable[bytes]) -> bytes:
+    """A regex matching any of ``words`` (an empty word matches the empty string), as a trie."""
+    tree: dict[int, set[bytes]] = {}
+    ends = False
+    for w in words:
+        if not w:
+            ends = True
+            continue
+        tree.setdefault(w[0], set()).add(w[1:])
+    alts = [re.escape(bytes([c])) + _trie(rest) for c, rest in sorted(tree.items())]
+    if not alts:
+        return b""
+    body = alts[0] if len(alts) == 1 and not ends else b"(?:" + b"|".join(alts) + b")"
+    return body + b"?" if ends and len(alts) == 1 else (body if not ends else b"(?:" + b"|".join(alts) + b")?")
 
-    That lets the regex engine skip with a byte-set search to the next possible token start instead of
-    trying every alternative at every offset (the difference between ~2 and >30 MB/s). The context an
-    alternative cannot check without a look-behind (identifier boundary, start of line, digit separator,
-    raw-string prefix) is checked in Python at the few places the engine stops.
+
+def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[bytes]:
+    """One regex whose top-level alternatives each start with a different literal byte.
+
+    That lets the regex engine skip with a byte-set search to the next possible token start and try a
+    single alternative there, instead of trying every alternative at every offset (the difference between
+    ~2 and >30 MB/s). Context that would need a look-behind (identifier boundary, start of line, digit
+    separators, raw-string prefixes) is checked in Python at the few places the engine stops.
     Identifier alternatives have no group (``lastgroup is None``).
     """
     idc = rb"[" + _IDC + rb"]*"
-    parts = [
-        rb"/(?P<lc>/(?:[^\\\n]|\\\r\n|\\.)*)",
-        rb"/(?P<bc>\*.*?(?:\*/|\Z))",
-        rb"\"(?P<str>(?:[^\"\\\n]|\\\r\n|\\.)*\"?)",
-        rb"'(?P<chr>(?:[^'\\\n]|\\.)*'?)",
-        rb"\#(?P<inc>[ \t]*include(?:_next)?[ \t]*(?P<open>[<\"])(?P<path>[^>\"\r\n]*)[>\"])",
-        rb"R(?P<raw>\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")",
-    ]
-    # Numbers with C++14 digit separators (1'000'000) are consumed whole, so their ' is not taken for
-    # a character literal; other numbers never stop the scanner.
-    parts += [
-        d + rb"[" + _IDC + rb".]*'[" + _IDC + rb".']*"
-        for d in (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
-    ]
-    # Longest first, so that a name is never cut short by another one that is its prefix.
-    parts += [re.escape(p) + idc for p in sorted(set(prefixes), key=lambda p: (-len(p), p))]
+    by_first: dict[int, list[bytes]] = {
+        ord("/"): [rb"(?P<lc>/(?:[^\\\n]|\\\r\n|\\.)*)", rb"(?P<bc>\*.*?(?:\*/|\Z))"],
+        ord('"'): [rb"(?P<str>(?:[^\"\\\n]|\\\r\n|\\.)*\"?)"],
+        ord("'"): [rb"(?P<chr>(?:[^'\\\n]|\\.)*'?)"],
+        ord("#"): [rb"(?P<inc>[ \t]*include(?:_next)?[ \t]*(?P<open>[<\"])(?P<path>[^>\"\r\n]*)[>\"])"],
+        ord("R"): [rb"(?P<raw>\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")"],
+    }
     if with_launch:
-        parts.append(rb"<(?P<launch><<)")
+        by_first.setdefault(ord("<"), []).append(rb"(?P<launch><<)")
+    tails: dict[int, set[bytes]] = {}
+    for p in prefixes:
+        tails.setdefault(p[0], set()).add(p[1:])
+    for first, rests in tails.items():
+        by_first.setdefault(first, []).append(_trie(rests) + idc)
+    parts = []
+    for first, alts in sorted(by_first.items()):
+        head = re.escape(bytes([first]))
+        parts.append(head + (alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"))
     return re.compile(b"|".join(parts), re.S)
 
 
@@ -145,7 +161,7 @@ _CORE_PREFIXES = (b"cu", b"CU", b"__", b"nv", b"NV", b"Cu")
 _IDENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]+\Z")
 _IDC_SET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _DIGITS = frozenset(b"0123456789")
-_DEFINE = re.compile(rb"^[ \t]*\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+_DEFINE = re.compile(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 _LITERAL_PREFIXES = (b"", b"u8", b"u", b"U", b"L")
 
 
@@ -327,131 +343,139 @@ class Translator:
         downgrades = self.downgrades
         skip_until = 0  # input consumed by a downgrade rewrite (e.g. a dropped lane mask)
         idc = _IDC_SET
-        for m in self.scanner.finditer(data):
-            kind = m.lastgroup
-            mstart = m.start()
-            if mstart < skip_until:
-                continue
-            if kind is None:  # a candidate identifier (or a number with digit separators)
-                if mstart and data[mstart - 1] in idc:
-                    continue  # inside a longer identifier (or a number like 0x1CU): not a name
-                kind = "id"
-            elif kind == "inc":
-                line_start = data.rfind(b"\n", 0, mstart) + 1
-                if data[line_start:mstart].strip(b" \t\r\f\v"):
-                    continue  # a '#' that does not start a directive
-            if kind == "id":
-                name = m.group()
-                dg = downgrades.get(name) if downgrades else None
-                if dg is not None:
-                    start, end = m.span()
-                    rewrite = rewrite_call(data, end, dg)
-                    if rewrite is not None:
-                        text, resume = rewrite
-                        out.append(data[pos:start])
-                        out.append(text)
-                        olen += start - pos + len(text)
-                        pos = skip_until = resume
-                        changed = True
-                        findings.append(
-                            RawFinding(
-                                start,
-                                dg.cuda_name,
-                                "hazard",
-                                f"HIP < {format_version(dg.below)} has no {dg.cuda_name}: rewritten to "
-                                f"{dg.replacement.decode('latin-1')}"
-                                + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
-                                "correct only when every lane of the mask is active; raise --hip-version to "
-                                f"{format_version(dg.below)} to keep the mask",
-                                False,
-                                "sync-mask-dropped",
+        scan_from = 0
+        while scan_from >= 0:
+            restart = -1
+            for m in self.scanner.finditer(data, scan_from):
+                kind = m.lastgroup
+                mstart = m.start()
+                if mstart < skip_until:
+                    continue
+                if kind is None:  # a candidate identifier (or a number with digit separators)
+                    if mstart and data[mstart - 1] in idc:
+                        continue  # inside a longer identifier (or a number like 0x1CU): not a name
+                    kind = "id"
+                elif kind == "chr":
+                    if mstart and data[mstart - 1] in idc and data[_token_start(data, mstart)] in _DIGITS:
+                        restart = mstart + 1  # C++14 digit separator (1'000): not a character literal
+                        break
+                elif kind == "inc":
+                    line_start = data.rfind(b"\n", 0, mstart) + 1
+                    if data[line_start:mstart].strip(b" \t\r\f\v"):
+                        continue  # a '#' that does not start a directive
+                if kind == "id":
+                    name = m.group()
+                    dg = downgrades.get(name) if downgrades else None
+                    if dg is not None:
+                        start, end = m.span()
+                        rewrite = rewrite_call(data, end, dg)
+                        if rewrite is not None:
+                            text, resume = rewrite
+                            out.append(data[pos:start])
+                            out.append(text)
+                            olen += start - pos + len(text)
+                            pos = skip_until = resume
+                            changed = True
+                            findings.append(
+                                RawFinding(
+                                    start,
+                                    dg.cuda_name,
+                                    "hazard",
+                                    f"HIP < {format_version(dg.below)} has no {dg.cuda_name}: rewritten to "
+                                    f"{dg.replacement.decode('latin-1')}"
+                                    + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
+                                    "correct only when every lane of the mask is active; raise --hip-version to "
+                                    f"{format_version(dg.below)} to keep the mask",
+                                    False,
+                                    "sync-mask-dropped",
+                                )
                             )
-                        )
+                            continue
+                    act = cache.get(name)
+                    if act is None:
+                        act = action(name)
+                    if act is _NO_ACTION:
                         continue
-                act = cache.get(name)
-                if act is None:
-                    act = action(name)
-                if act is _NO_ACTION:
-                    continue
-                start, end = m.span()
-                if act.namespace_only and not _namespace_context(data, start, end):
-                    continue
-                if act.finding is not None:
-                    fk, reason, sugg, blocking = act.finding
-                    findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
-                if act.replacement is not None:
-                    out.append(data[pos:start])
-                    out.append(act.replacement)
-                    olen += start - pos + len(act.replacement)
-                    pos = end
-                    changed = True
-            elif kind in ("lc", "bc", "str", "raw", "chr"):
-                start, end = m.span()
-                if kind == "raw":
-                    start = _token_start(data, start)
-                elif kind in ("str", "chr") and start and data[start - 1] in idc:
-                    ts = _token_start(data, start)
-                    if data[ts:start] in _LITERAL_PREFIXES:
-                        start = ts  # u8"...", L'x': the prefix belongs to the literal
-                spans.append((start, end))
-                if tcs and kind != "chr":
-                    text = m.group()
-                    new = self._ident.sub(self._sub_in_text, text)
-                    if new != text:
+                    start, end = m.span()
+                    if act.namespace_only and not _namespace_context(data, start, end):
+                        continue
+                    if act.finding is not None:
+                        fk, reason, sugg, blocking = act.finding
+                        findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
+                    if act.replacement is not None:
                         out.append(data[pos:start])
-                        out.append(new)
-                        olen += start - pos + len(new)
+                        out.append(act.replacement)
+                        olen += start - pos + len(act.replacement)
                         pos = end
                         changed = True
-            elif kind == "inc":
-                pstart, pend = m.span("path")
-                path = m.group("path")
-                repl, finding = self.header_action(path)
-                if finding is not None:
-                    fk, reason, sugg, blocking = finding
-                    findings.append(
-                        RawFinding(
-                            pstart,
-                            path.decode("latin-1"),
-                            fk,
-                            reason,
-                            sugg,
-                            blocking,
-                            "cuda-only-header" if fk == "hazard" else "",
+                elif kind in ("lc", "bc", "str", "raw", "chr"):
+                    start, end = m.span()
+                    if kind == "raw":
+                        start = _token_start(data, start)
+                    elif kind in ("str", "chr") and start and data[start - 1] in idc:
+                        ts = _token_start(data, start)
+                        if data[ts:start] in _LITERAL_PREFIXES:
+                            start = ts  # u8"...", L'x': the prefix belongs to the literal
+                    spans.append((start, end))
+                    if tcs and kind != "chr":
+                        text = m.group()
+                        new = self._ident.sub(self._sub_in_text, text)
+                        if new != text:
+                            out.append(data[pos:start])
+                            out.append(new)
+                            olen += start - pos + len(new)
+                            pos = end
+                            changed = True
+                elif kind == "inc":
+                    pstart, pend = m.span("path")
+                    path = m.group("path")
+                    repl, finding = self.header_action(path)
+                    if finding is not None:
+                        fk, reason, sugg, blocking = finding
+                        findings.append(
+                            RawFinding(
+                                pstart,
+                                path.decode("latin-1"),
+                                fk,
+                                reason,
+                                sugg,
+                                blocking,
+                                "cuda-only-header" if fk == "hazard" else "",
+                            )
                         )
-                    )
-                if repl is not None:
-                    if repl:
-                        out.append(data[pos:pstart])
-                        out.append(repl)
-                        olen += pstart - pos + len(repl)
-                        pos = pend
-                    else:  # HIP needs no such header: comment the directive out
-                        dstart, dend = m.span()
-                        line_start = data.rfind(b"\n", 0, dstart) + 1
-                        dstart = line_start
-                        out.append(data[pos:line_start])
-                        dropped = b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
-                        out.append(dropped)
-                        olen += line_start - pos + len(dropped)
-                        pos = dend
-                    changed = True
-                else:
-                    ostart = olen + (pstart - pos)
-                    includes.append(
-                        Include(
-                            ostart,
-                            ostart + (pend - pstart),
-                            path.decode("latin-1"),
-                            m.group("open") == b"<",
-                            pstart,
+                    if repl is not None:
+                        if repl:
+                            out.append(data[pos:pstart])
+                            out.append(repl)
+                            olen += pstart - pos + len(repl)
+                            pos = pend
+                        else:  # HIP needs no such header: comment the directive out
+                            dstart, dend = m.span()
+                            line_start = data.rfind(b"\n", 0, dstart) + 1
+                            dstart = line_start
+                            out.append(data[pos:line_start])
+                            dropped = b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
+                            out.append(dropped)
+                            olen += line_start - pos + len(dropped)
+                            pos = dend
+                        changed = True
+                    else:
+                        ostart = olen + (pstart - pos)
+                        includes.append(
+                            Include(
+                                ostart,
+                                ostart + (pend - pstart),
+                                path.decode("latin-1"),
+                                m.group("open") == b"<",
+                                pstart,
+                            )
                         )
-                    )
-                    if finding is None and _CUDA_LOOKING_HEADER.match(path) and not path.startswith(b"thrust/"):
-                        # maybe a project header; the tree pass decides (see Include)
-                        pass
-            elif kind == "launch":
-                launches.append((olen + (mstart - pos), mstart))
+                        if finding is None and _CUDA_LOOKING_HEADER.match(path) and not path.startswith(b"thrust/"):
+                            # maybe a project header; the tree pass decides (see Include)
+                            pass
+                elif kind == "launch":
+                    launches.append((olen + (mstart - pos), mstart))
+            scan_from = restart
         if self.report_unmapped:
             defines = [d.decode("latin-1") for d in _DEFINE.findall(data)]
         if pos == 0:
