@@ -2,33 +2,70 @@
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import tomllib
+
 from ci import proc, pythons, toolchains
 from ci.errors import CIError
-from ci.matrix import REPO_ROOT, Matrix, Row
+from ci.matrix import REPO_ROOT, Matrix, Row, default_toolchains_dir
+
+# How the build python gets the backend's build requirements:
+#   "venv":   a venv made from the build python, with [build-system].requires installed (cached under
+#             the toolchains directory, keyed by python and requirements), then pip --no-build-isolation;
+#             the workflow's mode and the default;
+#   "pip":    pip's own build isolation (plain `pip wheel .`, what a user with an sdist gets);
+#   "none":   the given interpreter as it is (--no-build-isolation: its packages must be there).
+MODES = ("venv", "pip", "none")
 
 
 def build_argv(python: str, row: Row, outdir: Path, archs: Sequence[str], isolation: bool) -> list[str]:
-    argv = [
-        python,
-        "-m",
-        "pip",
-        "wheel",
-        str(REPO_ROOT),
-        "--no-deps",
-        "-w",
-        str(outdir),
-        "-C",
-        f"platform={row.flavour.platform}",
-    ]
+    # --config-settings, not -C: the build python's bundled pip may predate -C (pip 23.1).
+    argv = [python, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "-w", str(outdir)]
+    argv += ["--config-settings", f"platform={row.flavour.platform}"]
     if archs:
-        argv += ["-C", f"archs={';'.join(archs)}"]
+        argv += ["--config-settings", f"archs={';'.join(archs)}"]
     if not isolation:
         argv.append("--no-build-isolation")
     return argv
+
+
+def build_requires() -> list[str]:
+    try:
+        data = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise CIError(f"cannot read [build-system] from pyproject.toml: {err}.") from None
+    requires = data.get("build-system", {}).get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise CIError("pyproject.toml: [build-system].requires must be a list of strings.")
+    return list(requires)
+
+
+def build_venv(python: str, toolchains_dir: Path | None = None) -> str:
+    """A venv of `python` holding the build requirements, reused while they do not change."""
+    requires = build_requires()
+    version = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if not version:
+        raise CIError(f"{python} is not a working Python interpreter.")
+    key = hashlib.sha256("\n".join([python, version, *requires]).encode()).hexdigest()[:12]
+    venv = (toolchains_dir or default_toolchains_dir()) / f"ci-build-venv-{version}-{key}"
+    vpy = venv / "bin" / "python"
+    stamp = venv / ".ci-complete"
+    if not stamp.exists():
+        proc.run([python, "-m", "venv", "--clear", str(venv)], what="creating the build venv")
+        proc.run(
+            [str(vpy), "-m", "pip", "install", "--quiet", "--upgrade", "pip", *requires],
+            what="installing the build requirements",
+        )
+        stamp.write_text("\n".join(requires) + "\n", encoding="utf-8")
+    return str(vpy)
 
 
 def build(
@@ -38,9 +75,11 @@ def build(
     *,
     archs: Sequence[str] | None = None,
     python: str | None = None,
-    isolation: bool = True,
+    mode: str = "venv",
 ) -> Path:
     """Build the row's wheel into outdir (which must not already hold a wheel); return its path."""
+    if mode not in MODES:
+        raise CIError(f"unknown build mode {mode!r} (one of {', '.join(MODES)}).")
     ready = toolchains.check(row, matrix)
     blocking = [m for m in ready.missing if not m.startswith("no python") or python is None]
     if blocking:
@@ -55,9 +94,11 @@ def build(
     env = toolchains.build_env(row, matrix)
     for key, value in sorted(env.items()):
         proc.log(f"env {key}={value}")
+    if mode == "venv":
+        exe = build_venv(exe)
     start = time.monotonic()
     proc.run(
-        build_argv(exe, row, outdir, row.flavour.archs if archs is None else archs, isolation),
+        build_argv(exe, row, outdir, row.flavour.archs if archs is None else archs, isolation=mode == "pip"),
         env=env,
         cwd=REPO_ROOT,
         what=f"building the {row.name} wheel",
@@ -72,17 +113,19 @@ def build(
 
 
 def repair(wheel: Path, template: Sequence[str], outdir: Path) -> Path:
-    """Run the flavour's repair argv ({wheel}, {outdir} substituted); it replaces the built wheel."""
-    repaired_dir = outdir / "repaired"
-    repaired_dir.mkdir()
-    argv = [a.replace("{wheel}", str(wheel)).replace("{outdir}", str(repaired_dir)) for a in template]
-    proc.run(argv, what=f"repairing {wheel.name}")
-    repaired = sorted(repaired_dir.glob("*.whl"))
-    if len(repaired) != 1:
-        raise CIError(f"the repair command wrote {len(repaired)} wheels, expected exactly one.", exit_code=1)
-    wheel.unlink()
-    final = outdir / repaired[0].name
-    repaired[0].replace(final)
-    repaired_dir.rmdir()
+    """Run the flavour's repair argv ({wheel}, {outdir} substituted) and return the repaired wheel in outdir.
+
+    A built wheel that lives in outdir is replaced by its repaired copy; any other wheel is left alone.
+    """
+    with tempfile.TemporaryDirectory(prefix="ci-repair-", dir=outdir) as tmp:
+        argv = [a.replace("{wheel}", str(wheel)).replace("{outdir}", tmp) for a in template]
+        proc.run(argv, what=f"repairing {wheel.name}")
+        repaired = sorted(Path(tmp).glob("*.whl"))
+        if len(repaired) != 1:
+            raise CIError(f"the repair command wrote {len(repaired)} wheels, expected exactly one.", exit_code=1)
+        if wheel.parent.resolve() == outdir.resolve():
+            wheel.unlink()
+        final = outdir / repaired[0].name
+        repaired[0].replace(final)
     proc.log(f"repaired into {final.name}")
     return final

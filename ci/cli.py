@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ci import generate, proc, pythons, smoke, toolchains, validate
 from ci import matrix as matrix_mod
-from ci.build import build
+from ci.build import MODES, build, repair
 from ci.errors import CIError
 from ci.matrix import Matrix, Row, host_arch
 
@@ -128,7 +128,7 @@ def cmd_build(m: Matrix, args: argparse.Namespace) -> int:
         args.out,
         archs=_archs(args.archs),
         python=args.build_python,
-        isolation=not args.no_build_isolation,
+        mode=args.build_mode,
     )
     print(wheel)
     return 0
@@ -151,13 +151,17 @@ def cmd_run(m: Matrix, args: argparse.Namespace) -> int:
         if args.wheel is not None:
             wheel = _one_wheel(args.wheel, None)
             proc.log(f"[{row.name}] build skipped: using {wheel}")
+            if row.flavour.repair and not args.no_repair:
+                tmp = tempfile.mkdtemp(prefix=f"ci-{row.name}-")
+                proc.log(f"[{row.name}] repair (a copy, in {tmp})")
+                wheel = repair(wheel, row.flavour.repair, Path(tmp))
         else:
             out = args.out
             if out is None:
                 tmp = tempfile.mkdtemp(prefix=f"ci-{row.name}-")
                 out = Path(tmp)
             proc.log(f"[{row.name}] build")
-            wheel = build(row, m, out, archs=archs, python=args.build_python, isolation=not args.no_build_isolation)
+            wheel = build(row, m, out, archs=archs, python=args.build_python, mode=args.build_mode)
         proc.log(f"[{row.name}] validate")
         ok = _validate(wheel, row, m, archs=archs, do_smoke=True, audit=True)
         if ok and not args.no_test:
@@ -224,7 +228,20 @@ def parser() -> argparse.ArgumentParser:
 
     def build_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--build-python", help="interpreter to build with (default: the matrix's build python)")
-        sp.add_argument("--no-build-isolation", action="store_true", help="build with the interpreter's packages")
+        sp.add_argument(
+            "--build-mode",
+            choices=MODES,
+            default="venv",
+            help="venv: a cached venv of the build python with [build-system].requires (default, as in CI); "
+            "pip: pip's build isolation; none: the interpreter as it is",
+        )
+        sp.add_argument(
+            "--no-build-isolation",
+            action="store_const",
+            dest="build_mode",
+            const="none",
+            help="same as --build-mode none",
+        )
 
     def test_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--python", action="append", metavar="X.Y", help="test only this python (repeatable)")
@@ -236,10 +253,11 @@ def parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("run", help="build -> validate -> test one row, as the workflow does")
     sp.add_argument("row")
-    sp.add_argument("--wheel", type=Path, help="skip the build: validate and test this wheel")
+    sp.add_argument("--wheel", type=Path, help="skip the build (pip wheel): repair, validate and test this wheel")
     sp.add_argument("--out", type=Path, help="directory for the built wheel (default: a temporary one)")
     sp.add_argument("--keep", action="store_true", help="keep the temporary output directory")
     sp.add_argument("--no-test", action="store_true", help="stop after validation")
+    sp.add_argument("--no-repair", action="store_true", help="with --wheel: do not run the flavour's repair step")
     archs_opt(sp)
     build_opts(sp)
     test_opts(sp)

@@ -12,7 +12,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
@@ -116,8 +116,8 @@ def check_tag(wheel: Path, exp: Expected) -> list[Finding]:
             f"python/abi tag {py}-{abi} (expected {exp.python_tag}-abi3: one wheel for every python)",
         )
     )
-    glibc = glibc_of_tag(plat)
-    plat_ok = glibc is not None and plat.endswith("_" + exp.arch)
+    plats = plat.split(".")  # a compressed tag set (auditwheel writes manylinux1_x.manylinux_2_5_x)
+    plat_ok = all(glibc_of_tag(p) is not None and p.endswith("_" + exp.arch) for p in plats)
     out.append(Finding("tag", plat_ok, f"platform tag {plat!r} (expected manylinux_X_Y_{exp.arch})"))
     try:
         with zipfile.ZipFile(wheel) as zf:
@@ -130,8 +130,8 @@ def check_tag(wheel: Path, exp: Expected) -> list[Finding]:
     except zipfile.BadZipFile:
         return [*out, Finding("tag", False, f"{wheel.name} is not a zip archive")]
     tags = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")]
-    expected_tag = f"{py}-{abi}-{plat}"
-    out.append(Finding("tag", tags == [expected_tag], f"WHEEL Tag {tags} (file name says {expected_tag!r})"))
+    expected_tags = sorted(f"{py}-{abi}-{p}" for p in plats)
+    out.append(Finding("tag", sorted(tags) == expected_tags, f"WHEEL Tag {tags} (file name says {expected_tags})"))
     purelib = [
         line.split(":", 1)[1].strip().lower() for line in text.splitlines() if line.startswith("Root-Is-Purelib:")
     ]
@@ -153,8 +153,20 @@ def check_size(wheel: Path, exp: Expected) -> list[Finding]:
 # --- auditwheel ------------------------------------------------------------------------------------
 
 
-def check_auditwheel(wheel: Path, exp: Expected, report: Mapping[str, Any] | None = None) -> list[Finding]:
-    """Run the flavour's audit command (auditwheel show --json) unless a report is given, and judge it."""
+def check_auditwheel(
+    wheel: Path,
+    exp: Expected,
+    report: Mapping[str, Any] | None = None,
+    direct: Collection[str] | None = None,
+    glibc_needed: tuple[int, int] | None = None,
+) -> list[Finding]:
+    """Run the flavour's audit command (auditwheel show --json) unless a report is given, and judge it.
+
+    auditwheel lists every external library, transitively (libamdhip64's own libdrm, libhsa...); only
+    those the wheel's ELF files need directly (``direct``, when known) must be in ``external_libs``.
+    Likewise its ``sym_tag`` counts the symbol versions of those system libraries; the glibc the wheel's
+    own ELF files need (``glibc_needed``, when known) is what its tag must not undercut.
+    """
     if report is None:
         argv = [a.replace("{wheel}", str(wheel)) for a in exp.audit]
         if not argv:
@@ -176,28 +188,33 @@ def check_auditwheel(wheel: Path, exp: Expected, report: Mapping[str, Any] | Non
     if report.get("pure"):
         out.append(Finding("auditwheel", False, "the wheel is pure Python: the native code is missing"))
     external = sorted(report.get("external_libs", {}))
-    unexpected = [lib for lib in external if not _any(lib, exp.external_libs)]
-    out.append(
-        Finding(
-            "auditwheel",
-            not unexpected,
-            f"external libraries {external or 'none'}"
-            + (f"; NOT expected for this flavour: {unexpected}" if unexpected else ""),
-        )
-    )
+    first = [lib for lib in external if direct is None or lib in direct]
+    through = [lib for lib in external if lib not in first]
+    unexpected = [lib for lib in first if not _any(lib, exp.external_libs)]
+    detail = f"external libraries {first or 'none'}"
+    if through:
+        detail += f" (and, through them, {through})"
+    if unexpected:
+        detail += f"; NOT expected for this flavour: {unexpected}"
+    out.append(Finding("auditwheel", not unexpected, detail))
     m = WHEEL_RE.match(wheel.name)
-    claimed = glibc_of_tag(m["plat"]) if m else None
+    claims = [glibc_of_tag(p) for p in m["plat"].split(".")] if m else [None]
+    claimed = None if None in claims else min(c for c in claims if c is not None)
     sym_tag = str(report.get("sym_tag", ""))
-    needed_glibc = glibc_of_tag(sym_tag)
-    if claimed is None or needed_glibc is None:
+    needed_glibc = glibc_needed or glibc_of_tag(sym_tag)
+    source = "its own symbols" if glibc_needed else f"auditwheel: {sym_tag}"
+    if claimed is None:
+        out.append(
+            Finding("auditwheel", False, f"the wheel is not manylinux-tagged; its symbols allow {sym_tag} (repair it)")
+        )
+    elif needed_glibc is None:
         out.append(Finding("auditwheel", False, f"cannot compare the tag with auditwheel's {sym_tag!r}"))
     else:
         out.append(
             Finding(
                 "auditwheel",
                 claimed >= needed_glibc,
-                f"tag claims glibc {claimed[0]}.{claimed[1]}; its symbols need "
-                f"{needed_glibc[0]}.{needed_glibc[1]} ({sym_tag})",
+                f"tag claims glibc {claimed[0]}.{claimed[1]}; it needs {needed_glibc[0]}.{needed_glibc[1]} ({source})",
             )
         )
     return out
@@ -290,6 +307,17 @@ def iter_elves(wheel: Path) -> Iterator[ElfInfo]:
                 if fh.read(4) != ELF_MAGIC:
                     continue
             yield _read_elf(info.filename, zf.read(info))
+
+
+def glibc_needed(elves: Sequence[ElfInfo]) -> tuple[int, int]:
+    """The newest GLIBC_x.y symbol version the wheel's ELF files use (2.5, manylinux's floor, if none)."""
+    newest = (2, 5)
+    for elf in elves:
+        for _name, version, _library in elf.undefined:
+            m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", version or "")
+            if m:
+                newest = max(newest, (int(m[1]), int(m[2])))
+    return newest
 
 
 def check_rpath(elves: Sequence[ElfInfo]) -> list[Finding]:
@@ -409,7 +437,8 @@ def static_checks(wheel: Path, exp: Expected, audit: bool = True) -> list[Findin
             findings.append(Finding("symbols", False, "the wheel contains no ELF file"))
         findings += check_rpath(elves) + check_symbols(elves, exp) + check_build_info_file(wheel, exp)
         if audit:
-            findings += check_auditwheel(wheel, exp)
+            direct = {n for e in elves for n in e.needed}
+            findings += check_auditwheel(wheel, exp, direct=direct, glibc_needed=glibc_needed(elves) if elves else None)
     return findings
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ci_wheels import WheelFactory
+from ci_wheels import ElfSpec, WheelFactory
 
 from ci.matrix import DEFAULT_MATRIX, REPO_ROOT, Matrix, host_arch
 
@@ -81,11 +81,20 @@ def test_run_with_wheel_passes_on_a_good_wheel_and_fails_on_a_bad_one(make_wheel
     assert res.returncode == 0, res.stdout + res.stderr
     assert "row cpu-x86_64: PASSED" in res.stdout
     assert f"import py{PY}" in res.stdout
-    bad = make_wheel(plat="linux_x86_64", wheel_tag="cp39-abi3-linux_x86_64")
-    res = ci("run", "cpu-x86_64", "--wheel", str(bad), "--python", PY)
+    # The backend writes linux_<arch>: without the flavour's repair step (auditwheel) that fails...
+    unrepaired = make_wheel(plat="linux_x86_64")
+    res = ci("run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY, "--no-repair")
     assert res.returncode == 1
     assert "FAIL tag: platform tag 'linux_x86_64'" in res.stdout
     assert "row cpu-x86_64: FAILED" in res.stdout
+    # ...and with it (the default, as in the workflow) the copy that is validated is manylinux.
+    res = ci("run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert unrepaired.exists()  # the given wheel is left alone
+    # A wheel broken beyond repair still fails: an RPATH that leaks the build machine.
+    leaky = make_wheel(elves=[ElfSpec(rpath="/home/runner/work/target")])
+    res = ci("run", "cpu-x86_64", "--wheel", str(leaky), "--python", PY, "--no-test", "--no-repair")
+    assert res.returncode == 1 and "FAIL rpath" in res.stdout
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="synthetic wheels are tagged x86_64")

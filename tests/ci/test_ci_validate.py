@@ -176,3 +176,21 @@ def test_missing_python_is_reported(make_wheel: WheelFactory, real_matrix: Matri
     assert not failed(findings) and any("skipped python 2.1" in f.detail for f in findings)
     findings = smoke.smoke_many(wheel, exp, ["2.1", PY], require_all=True)
     assert failed(findings, "pythons")
+
+
+def test_tag_may_not_claim_an_older_glibc_than_the_symbols_need(make_wheel: WheelFactory, real_matrix: Matrix) -> None:
+    """The torchmonarch bug: tagged manylinux2014 (glibc 2.17) while it needs a newer glibc."""
+    src = (
+        "#include <pthread.h>\n"
+        "static void *run(void *a) { return a; }\n"
+        "int f(void) { pthread_t t; return pthread_create(&t, 0, run, 0); }\n"
+    )
+    elves = [ElfSpec(source=src, extra=["-pthread"])]
+    wheel = make_wheel(elves=elves)  # tagged manylinux_2_17
+    needed = validate.glibc_needed(list(validate.iter_elves(wheel)))
+    if needed <= (2, 17):
+        pytest.skip(f"this glibc gives pthread_create the version {needed}")
+    bad = failed(validate.static_checks(wheel, expected(real_matrix)), "auditwheel")
+    assert bad and "tag claims glibc 2.17" in bad[0].detail
+    newer = make_wheel(elves=elves, plat=f"manylinux_{needed[0]}_{needed[1]}_x86_64")
+    assert not failed(validate.static_checks(newer, expected(real_matrix)), "auditwheel")
