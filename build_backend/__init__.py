@@ -59,4 +59,3 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, object] | No
     sdist = write_sdist(source, out, version)
     log.info(f"sdist: {sdist.name}")
     return sdist.name
-

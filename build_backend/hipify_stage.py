@@ -8,6 +8,7 @@ from pathlib import Path
 
 from build_backend import log
 from build_backend.errors import BuildError
+from build_backend.kernels import read_manifest, write_registry
 from build_backend.paths import Layout
 from build_backend.settings import Settings
 from build_backend.toolchain import Toolchain
@@ -28,8 +29,9 @@ def _compile_units(root: Path) -> tuple[Path, ...]:
 def prepare(toolchain: Toolchain, layout: Layout, settings: Settings) -> BridgeSources:
     if not layout.csrc.is_dir():
         raise BuildError(f"the source tree {layout.source} has no csrc/ directory; is this a monarch-runtime checkout?")
+    registry = write_registry(read_manifest(layout.csrc), layout.sub("generated"))
     if toolchain.platform == "cuda":
-        return BridgeSources(_compile_units(layout.csrc), (layout.csrc,))
+        return BridgeSources((*_compile_units(layout.csrc), registry), (layout.csrc,))
     from tools.hipify import HipifyOptions, hipify_tree  # noqa: PLC0415 - only the ROCm build needs it
 
     out = layout.sub("hip-src")
@@ -44,4 +46,4 @@ def prepare(toolchain: Toolchain, layout: Layout, settings: Settings) -> BridgeS
             + "\nRun `python -m tools hipify csrc -o /tmp/out --report r.json` for the full report."
         )
     sources = tuple(sorted(p for p in result.outputs.values() if p.suffix in SOURCE_SUFFIXES))
-    return BridgeSources(sources, (out,))
+    return BridgeSources((*sources, registry), (out,))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from build_backend import compile as compile_stage
-from build_backend import hipify_stage, log, rust, settings, toolchain, wheel
+from build_backend import hipify_stage, kernels, log, rust, settings, toolchain, wheel
 from build_backend.errors import BuildError
 from build_backend.paths import make_layout
 
@@ -64,7 +64,9 @@ def _metadata(pyproject: Mapping[str, Any], source: Path, tc: toolchain.Toolchai
     )
 
 
-def build_info(tc: toolchain.Toolchain, meta: wheel.Metadata, debug: bool) -> dict[str, object]:
+def build_info(
+    tc: toolchain.Toolchain, meta: wheel.Metadata, debug: bool, registered: tuple[kernels.Kernel, ...]
+) -> dict[str, object]:
     archs = [f"sm_{a}" for a in tc.archs] if tc.platform == "cuda" else list(tc.archs)
     return {
         "platform": tc.platform,
@@ -75,6 +77,8 @@ def build_info(tc: toolchain.Toolchain, meta: wheel.Metadata, debug: bool) -> di
         "collective": tc.collective,
         "collective_library": tc.collective_soname,
         "debug": debug,
+        # Kernels from csrc/manifest.toml; callable on GPU builds (the CPU build compiles no device code).
+        "kernels": [k.name for k in registered],
     }
 
 
@@ -109,7 +113,9 @@ def build_wheel_into(
         if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".pyi", ".typed")
     }
     files[f"{wheel.PACKAGE}/{rust.EXTENSION_NAME}.abi3.so"] = extension
-    files[f"{wheel.PACKAGE}/build_info.json"] = wheel.build_info_json(build_info(tc, meta, opts.debug))
+    files[f"{wheel.PACKAGE}/build_info.json"] = wheel.build_info_json(
+        build_info(tc, meta, opts.debug, kernels.read_manifest(layout.csrc))
+    )
     with log.stage("pack", f"wheel into {out_dir}"):
         result = wheel.write_wheel(out_dir, meta, wheel.platform_tag(), files)
     log.info(f"built {result.name} in {time.perf_counter() - start:.1f} s")

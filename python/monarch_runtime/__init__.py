@@ -19,6 +19,8 @@ from monarch_runtime._native import (
     all_reduce_single_rank,
     device_count,
     device_properties,
+    kernels,
+    launch_kernel,
 )
 from monarch_runtime._native import checksum as _checksum
 from monarch_runtime._native import checksum_reference as _checksum_reference
@@ -35,6 +37,8 @@ __all__ = [
     "checksum_reference",
     "device_count",
     "device_properties",
+    "kernels",
+    "launch_kernel",
 ]
 
 

@@ -37,7 +37,10 @@ fn main() {
                 .compile("mr_device_shim");
             println!("cargo:rustc-link-search=native={}", bridge.display());
             println!("cargo:rustc-link-lib=static=monarch_bridge");
-            println!("cargo:rustc-link-search=native={}", home.join("lib").display());
+            println!(
+                "cargo:rustc-link-search=native={}",
+                home.join("lib").display()
+            );
             // cudart static: no libcudart.so needed at run time; the driver is dlopened by cudart.
             println!("cargo:rustc-link-lib=static=cudart_static");
             for lib in ["dl", "rt", "pthread", "stdc++"] {
@@ -47,7 +50,9 @@ fn main() {
         "rocm" => {
             let root = require("MONARCH_ROCM_PATH", "rocm");
             let bridge = require("MONARCH_BRIDGE_LIB_DIR", "rocm");
-            let hip_lib = var("MONARCH_HIP_LIB_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("lib"));
+            let hip_lib = var("MONARCH_HIP_LIB_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("lib"));
             cc::Build::new()
                 .file("shim/device_hip.c")
                 .include(root.join("include"))

@@ -39,7 +39,11 @@ unsafe fn mr_get_device_properties(_device: c_int, _out: *mut RawProperties) -> 
 }
 
 fn text(raw: &[c_char]) -> String {
-    let bytes: Vec<u8> = raw.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = raw
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 

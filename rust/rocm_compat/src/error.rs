@@ -19,16 +19,26 @@ impl CudaError {
     pub fn from_code(code: cudaError_t) -> Self {
         // SAFETY: both functions return pointers to static, NUL-terminated strings for any code.
         let (name, message) = unsafe {
-            (cstr_or(ffi::cudaGetErrorName(code), "unknown"), cstr_or(ffi::cudaGetErrorString(code), ""))
+            (
+                cstr_or(ffi::cudaGetErrorName(code), "unknown"),
+                cstr_or(ffi::cudaGetErrorString(code), ""),
+            )
         };
-        CudaError { code, name, message }
+        CudaError {
+            code,
+            name,
+            message,
+        }
     }
 
     /// No usable device: no driver, no GPU, or a driver too old for this runtime.
     pub fn is_no_device(&self) -> bool {
         matches!(
             self.name.as_str(),
-            "cudaErrorNoDevice" | "cudaErrorInsufficientDriver" | "hipErrorNoDevice" | "hipErrorInsufficientDriver"
+            "cudaErrorNoDevice"
+                | "cudaErrorInsufficientDriver"
+                | "hipErrorNoDevice"
+                | "hipErrorInsufficientDriver"
         )
     }
 }

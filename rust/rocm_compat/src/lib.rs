@@ -13,12 +13,14 @@
 //! Only this crate branches on the platform.
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
+pub mod bridge;
 pub mod checksum;
 pub mod device;
 pub mod error;
 pub mod ffi;
 #[cfg(mr_platform = "cpu")]
 mod host;
+pub mod nccl;
 
 pub use error::{check, CudaError};
 

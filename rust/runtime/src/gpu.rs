@@ -9,12 +9,20 @@ use rocm_compat::{check, CudaError};
 pub enum Error {
     Cuda(CudaError),
     Collective(String),
+    Kernel(String),
 }
 
 impl From<CudaError> for Error {
     fn from(e: CudaError) -> Self {
         Error::Cuda(e)
     }
+}
+
+/// Fails with the platform's own no-device error before any device work: HIP answers hipMalloc with
+/// hipErrorInvalidDevice when there is no GPU, while every platform's cudaGetDeviceCount names the cause.
+/// (The CPU build reports 0 devices successfully and works on host memory.)
+fn require_runtime() -> Result<(), Error> {
+    device_count().map(|_| ())
 }
 
 pub fn device_count() -> Result<i32, Error> {
@@ -46,12 +54,23 @@ impl Drop for DeviceBuffer {
 }
 
 pub fn checksum(data: &[u8]) -> Result<u64, Error> {
+    require_runtime()?;
     let buffer = DeviceBuffer::new(data.len())?;
     // SAFETY: `buffer` holds at least data.len() bytes; `result` is a valid host out-pointer.
     unsafe {
-        check(cudaMemcpy(buffer.ptr, data.as_ptr() as *const c_void, data.len(), cudaMemcpyHostToDevice))?;
+        check(cudaMemcpy(
+            buffer.ptr,
+            data.as_ptr() as *const c_void,
+            data.len(),
+            cudaMemcpyHostToDevice,
+        ))?;
         let mut result = 0u64;
-        check(mr_checksum_device(buffer.ptr, data.len(), &mut result, std::ptr::null_mut()))?;
+        check(mr_checksum_device(
+            buffer.ptr,
+            data.len(),
+            &mut result,
+            std::ptr::null_mut(),
+        ))?;
         Ok(result)
     }
 }
@@ -69,7 +88,11 @@ fn load_collective() -> Result<(), Error> {
         Ok(())
     } else {
         // SAFETY: NUL-terminated by mr_collective_load.
-        Err(Error::Collective(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()))
+        Err(Error::Collective(
+            unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned(),
+        ))
     }
 }
 
@@ -78,23 +101,41 @@ fn nccl(result: ncclResult_t, what: &str) -> Result<(), Error> {
         return Ok(());
     }
     // SAFETY: ncclGetErrorString returns a static string for any value.
-    let text = unsafe { CStr::from_ptr(ncclGetErrorString(result)) }.to_string_lossy().into_owned();
-    Err(Error::Collective(format!("{what} failed: ncclResult_t {result} ({text})")))
+    let text = unsafe { CStr::from_ptr(ncclGetErrorString(result)) }
+        .to_string_lossy()
+        .into_owned();
+    Err(Error::Collective(format!(
+        "{what} failed: ncclResult_t {result} ({text})"
+    )))
 }
 
 pub fn collective_info() -> CollectiveInfo {
     // SAFETY: returns a static NUL-terminated string.
-    let library = unsafe { CStr::from_ptr(mr_collective_soname()) }.to_string_lossy().into_owned();
+    let library = unsafe { CStr::from_ptr(mr_collective_soname()) }
+        .to_string_lossy()
+        .into_owned();
     match load_collective() {
-        Err(Error::Collective(msg)) | Err(Error::Cuda(CudaError { message: msg, .. })) => {
-            CollectiveInfo { library, version: None, error: Some(msg) }
-        }
+        Err(Error::Collective(msg))
+        | Err(Error::Kernel(msg))
+        | Err(Error::Cuda(CudaError { message: msg, .. })) => CollectiveInfo {
+            library,
+            version: None,
+            error: Some(msg),
+        },
         Ok(()) => {
             let mut version = 0;
             // SAFETY: valid out-pointer; the library is loaded.
             match nccl(unsafe { ncclGetVersion(&mut version) }, "ncclGetVersion") {
-                Ok(()) => CollectiveInfo { library, version: Some(version), error: None },
-                Err(e) => CollectiveInfo { library, version: None, error: Some(format!("{e:?}")) },
+                Ok(()) => CollectiveInfo {
+                    library,
+                    version: Some(version),
+                    error: None,
+                },
+                Err(e) => CollectiveInfo {
+                    library,
+                    version: None,
+                    error: Some(format!("{e:?}")),
+                },
             }
         }
     }
@@ -102,26 +143,96 @@ pub fn collective_info() -> CollectiveInfo {
 
 pub fn all_reduce_single_rank(values: &[f32]) -> Result<Vec<f32>, Error> {
     load_collective()?;
+    require_runtime()?;
     // SAFETY: every pointer passed below is valid for the sizes given; the communicator is
     // destroyed on every path after a successful init.
     unsafe {
         check(cudaSetDevice(0))?;
         let bytes = std::mem::size_of_val(values);
         let buffer = DeviceBuffer::new(bytes)?;
-        check(cudaMemcpy(buffer.ptr, values.as_ptr() as *const c_void, bytes, cudaMemcpyHostToDevice))?;
+        check(cudaMemcpy(
+            buffer.ptr,
+            values.as_ptr() as *const c_void,
+            bytes,
+            cudaMemcpyHostToDevice,
+        ))?;
         let mut id = ncclUniqueId { internal: [0; 128] };
         nccl(ncclGetUniqueId(&mut id), "ncclGetUniqueId")?;
         let mut comm: ncclComm_t = std::ptr::null_mut();
         nccl(ncclCommInitRank(&mut comm, 1, id, 0), "ncclCommInitRank")?;
         let reduced = nccl(
-            ncclAllReduce(buffer.ptr, buffer.ptr, values.len(), ncclFloat32, ncclSum, comm, std::ptr::null_mut()),
+            ncclAllReduce(
+                buffer.ptr,
+                buffer.ptr,
+                values.len(),
+                ncclFloat32,
+                ncclSum,
+                comm,
+                std::ptr::null_mut(),
+            ),
             "ncclAllReduce",
         )
         .and_then(|()| Ok(check(cudaDeviceSynchronize())?));
         ncclCommDestroy(comm);
         reduced?;
         let mut out = vec![0f32; values.len()];
-        check(cudaMemcpy(out.as_mut_ptr() as *mut c_void, buffer.ptr, bytes, cudaMemcpyDeviceToHost))?;
+        check(cudaMemcpy(
+            out.as_mut_ptr() as *mut c_void,
+            buffer.ptr,
+            bytes,
+            cudaMemcpyDeviceToHost,
+        ))?;
         Ok(out)
     }
+}
+
+/// Names of the kernels linked into this build (csrc/manifest.toml); none on the CPU build.
+pub fn kernel_names() -> Vec<String> {
+    // SAFETY: the registry returns static NUL-terminated names for indices below the count.
+    unsafe {
+        (0..mr_kernel_count())
+            .filter_map(|i| {
+                let p = mr_kernel_name(i);
+                (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+            })
+            .collect()
+    }
+}
+
+/// Runs a registered kernel in place on a device copy of `data` and returns the result.
+pub fn launch_kernel(name: &str, data: &[u8]) -> Result<Vec<u8>, Error> {
+    let names = kernel_names();
+    let Some(index) = names.iter().position(|n| n == name) else {
+        return Err(Error::Kernel(format!(
+            "no kernel named {name:?} in this build; it has: [{}] (register one with `python -m tools port --add`; \
+             the CPU build compiles no device code)",
+            names.join(", ")
+        )));
+    };
+    require_runtime()?;
+    let buffer = DeviceBuffer::new(data.len())?;
+    let mut out = vec![0u8; data.len()];
+    // SAFETY: `buffer` and `out` hold data.len() bytes each.
+    unsafe {
+        check(cudaMemcpy(
+            buffer.ptr,
+            data.as_ptr() as *const c_void,
+            data.len(),
+            cudaMemcpyHostToDevice,
+        ))?;
+        check(mr_kernel_launch(
+            index,
+            buffer.ptr,
+            data.len(),
+            std::ptr::null_mut(),
+        ))?;
+        check(cudaDeviceSynchronize())?;
+        check(cudaMemcpy(
+            out.as_mut_ptr() as *mut c_void,
+            buffer.ptr,
+            data.len(),
+            cudaMemcpyDeviceToHost,
+        ))?;
+    }
+    Ok(out)
 }

@@ -6,18 +6,36 @@ use pyo3::types::PyDict;
 
 pub mod gpu;
 
-pyo3::create_exception!(_native, MonarchError, PyException, "Base class of every monarch_runtime error.");
-pyo3::create_exception!(_native, NoDeviceError, MonarchError, "No usable GPU: no driver, no device, or a driver too old.");
-pyo3::create_exception!(_native, CollectiveError, MonarchError, "An NCCL/RCCL call failed, or the library could not be loaded.");
+pyo3::create_exception!(
+    _native,
+    MonarchError,
+    PyException,
+    "Base class of every monarch_runtime error."
+);
+pyo3::create_exception!(
+    _native,
+    NoDeviceError,
+    MonarchError,
+    "No usable GPU: no driver, no device, or a driver too old."
+);
+pyo3::create_exception!(
+    _native,
+    CollectiveError,
+    MonarchError,
+    "An NCCL/RCCL call failed, or the library could not be loaded."
+);
 
 fn to_py(err: gpu::Error) -> PyErr {
     match err {
         gpu::Error::Cuda(e) if e.is_no_device() => NoDeviceError::new_err(format!(
             "no usable GPU ({}): {}. The {} build needs a driver and a device.",
-            e.name, e.message, rocm_compat::PLATFORM
+            e.name,
+            e.message,
+            rocm_compat::PLATFORM
         )),
         gpu::Error::Cuda(e) => MonarchError::new_err(e.to_string()),
         gpu::Error::Collective(msg) => CollectiveError::new_err(msg),
+        gpu::Error::Kernel(msg) => MonarchError::new_err(msg),
     }
 }
 
@@ -70,7 +88,21 @@ fn collective_info(py: Python<'_>) -> PyResult<Py<PyDict>> {
 /// Sum-all-reduce of float32 values on one rank of device 0 (a smoke test of the collective path).
 #[pyfunction]
 fn all_reduce_single_rank(py: Python<'_>, values: Vec<f32>) -> PyResult<Vec<f32>> {
-    py.detach(|| gpu::all_reduce_single_rank(&values)).map_err(to_py)
+    py.detach(|| gpu::all_reduce_single_rank(&values))
+        .map_err(to_py)
+}
+
+/// Names of the kernels registered in csrc/manifest.toml and linked into this build.
+#[pyfunction]
+fn kernels() -> Vec<String> {
+    gpu::kernel_names()
+}
+
+/// Runs the registered kernel `name` in place on a device copy of `data`; returns the bytes after it.
+#[pyfunction]
+fn launch_kernel(py: Python<'_>, name: String, data: Vec<u8>) -> PyResult<Vec<u8>> {
+    py.detach(|| gpu::launch_kernel(&name, &data))
+        .map_err(to_py)
 }
 
 #[pymodule]
@@ -85,5 +117,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checksum_reference, m)?)?;
     m.add_function(wrap_pyfunction!(collective_info, m)?)?;
     m.add_function(wrap_pyfunction!(all_reduce_single_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(launch_kernel, m)?)?;
     Ok(())
 }

@@ -1,0 +1,180 @@
+//! The `cpu` platform's CUDA runtime: the CUDA-named functions of `ffi` emulated on the host, so code written
+//! against CUDA names runs unchanged with no toolkit. There are no devices (`cudaGetDeviceCount`
+//! reports 0); "device" memory is host memory; streams and events are host objects and every
+//! operation completes synchronously.
+#![allow(clippy::missing_safety_doc)]
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::os::raw::{c_char, c_int, c_void};
+use std::time::Instant;
+
+use crate::ffi::{cudaError_t, cudaEvent_t, cudaMemcpyKind, cudaStream_t};
+
+pub(crate) const cudaErrorInvalidValue: cudaError_t = 1;
+const cudaErrorMemoryAllocation: cudaError_t = 2;
+const cudaErrorInvalidDevice: cudaError_t = 101;
+const HEADER: usize = 16;
+
+pub unsafe fn cudaGetDeviceCount(count: *mut c_int) -> cudaError_t {
+    if count.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    *count = 0;
+    0
+}
+pub unsafe fn cudaSetDevice(_device: c_int) -> cudaError_t {
+    cudaErrorInvalidDevice
+}
+pub unsafe fn cudaGetDevice(device: *mut c_int) -> cudaError_t {
+    if !device.is_null() {
+        *device = 0;
+    }
+    0
+}
+/// Host allocation with the size stored in a 16-byte header, so `cudaFree` can rebuild the layout.
+pub unsafe fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
+    if ptr.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    let Ok(layout) = Layout::from_size_align(size + HEADER, HEADER) else {
+        return cudaErrorMemoryAllocation;
+    };
+    let base = alloc_zeroed(layout);
+    if base.is_null() {
+        return cudaErrorMemoryAllocation;
+    }
+    (base as *mut usize).write(size);
+    *ptr = base.add(HEADER) as *mut c_void;
+    0
+}
+pub unsafe fn cudaFree(ptr: *mut c_void) -> cudaError_t {
+    if ptr.is_null() {
+        return 0;
+    }
+    let base = (ptr as *mut u8).sub(HEADER);
+    let size = (base as *const usize).read();
+    dealloc(
+        base,
+        Layout::from_size_align_unchecked(size + HEADER, HEADER),
+    );
+    0
+}
+pub unsafe fn cudaMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    _kind: cudaMemcpyKind,
+) -> cudaError_t {
+    if count > 0 && (dst.is_null() || src.is_null()) {
+        return cudaErrorInvalidValue;
+    }
+    std::ptr::copy(src as *const u8, dst as *mut u8, count);
+    0
+}
+pub unsafe fn cudaMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: cudaMemcpyKind,
+    _stream: cudaStream_t,
+) -> cudaError_t {
+    cudaMemcpy(dst, src, count, kind)
+}
+pub unsafe fn cudaMemset(ptr: *mut c_void, value: c_int, count: usize) -> cudaError_t {
+    if count > 0 && ptr.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    std::ptr::write_bytes(ptr as *mut u8, value as u8, count);
+    0
+}
+pub unsafe fn cudaMemGetInfo(_free: *mut usize, _total: *mut usize) -> cudaError_t {
+    cudaErrorInvalidDevice
+}
+pub unsafe fn cudaStreamCreate(stream: *mut cudaStream_t) -> cudaError_t {
+    if stream.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    *stream = Box::into_raw(Box::new(0u8)) as cudaStream_t;
+    0
+}
+pub unsafe fn cudaStreamDestroy(stream: cudaStream_t) -> cudaError_t {
+    if !stream.is_null() {
+        drop(Box::from_raw(stream as *mut u8));
+    }
+    0
+}
+pub unsafe fn cudaStreamSynchronize(_stream: cudaStream_t) -> cudaError_t {
+    0
+}
+pub unsafe fn cudaDeviceSynchronize() -> cudaError_t {
+    0
+}
+pub unsafe fn cudaGetLastError() -> cudaError_t {
+    0
+}
+pub unsafe fn cudaRuntimeGetVersion(version: *mut c_int) -> cudaError_t {
+    if !version.is_null() {
+        *version = 0;
+    }
+    0
+}
+pub unsafe fn cudaDriverGetVersion(version: *mut c_int) -> cudaError_t {
+    cudaRuntimeGetVersion(version)
+}
+/// Host events hold the instant they were last recorded.
+pub unsafe fn cudaEventCreate(event: *mut cudaEvent_t) -> cudaError_t {
+    if event.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    *event = Box::into_raw(Box::new(Instant::now())) as cudaEvent_t;
+    0
+}
+pub unsafe fn cudaEventDestroy(event: cudaEvent_t) -> cudaError_t {
+    if !event.is_null() {
+        drop(Box::from_raw(event as *mut Instant));
+    }
+    0
+}
+pub unsafe fn cudaEventRecord(event: cudaEvent_t, _stream: cudaStream_t) -> cudaError_t {
+    if event.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    *(event as *mut Instant) = Instant::now();
+    0
+}
+pub unsafe fn cudaEventSynchronize(_event: cudaEvent_t) -> cudaError_t {
+    0
+}
+pub unsafe fn cudaEventElapsedTime(
+    ms: *mut f32,
+    start: cudaEvent_t,
+    end: cudaEvent_t,
+) -> cudaError_t {
+    if ms.is_null() || start.is_null() || end.is_null() {
+        return cudaErrorInvalidValue;
+    }
+    let (a, b) = (*(start as *const Instant), *(end as *const Instant));
+    *ms = b.saturating_duration_since(a).as_secs_f32() * 1000.0;
+    0
+}
+
+pub(crate) fn static_cstr(s: &'static [u8]) -> *const c_char {
+    s.as_ptr() as *const c_char
+}
+pub unsafe fn cudaGetErrorName(error: cudaError_t) -> *const c_char {
+    match error {
+        0 => static_cstr(b"cudaSuccess\0"),
+        1 => static_cstr(b"cudaErrorInvalidValue\0"),
+        2 => static_cstr(b"cudaErrorMemoryAllocation\0"),
+        101 => static_cstr(b"cudaErrorInvalidDevice\0"),
+        _ => static_cstr(b"cudaErrorUnknown\0"),
+    }
+}
+pub unsafe fn cudaGetErrorString(error: cudaError_t) -> *const c_char {
+    match error {
+        0 => static_cstr(b"no error\0"),
+        1 => static_cstr(b"invalid argument\0"),
+        2 => static_cstr(b"out of memory\0"),
+        101 => static_cstr(b"the CPU build of monarch-runtime has no GPU devices\0"),
+        _ => static_cstr(b"unknown error\0"),
+    }
+}
