@@ -8,12 +8,17 @@ code point) and encoded back the same way, so no byte is lost even for invalid U
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from re import Pattern
 
 from tools.errors import ToolError
 
-_CANDIDATES = ("hipify_torch.hipify_python", "hipify.hipify_python", "torch.utils.hipify.hipify_python")
+_CANDIDATES = (
+    "hipify_torch.v2.hipify_python",
+    "hipify_torch.hipify_python",
+    "torch.utils.hipify.hipify_python",
+)
 
 
 def _load() -> tuple[str, Pattern[str], dict[str, str]]:
@@ -38,13 +43,23 @@ def _load() -> tuple[str, Pattern[str], dict[str, str]]:
 
 
 def external_translator() -> Callable[[str, bytes], bytes]:
-    """A function (path, original bytes) -> translated bytes using the external engine's mapping."""
+    """A function (path, original bytes) -> translated bytes with the external engine's mapping trie.
+
+    This is hipify_torch's core (its one big regex and its map, applied everywhere, comments and strings
+    included, as it does); include rewriting, naming, incrementality and the report stay ours.
+    """
     _name, pattern, mapping = _load()
 
+    def repl(m: re.Match[str]) -> str:
+        dst = mapping.get(m.group(0), m.group(0))
+        if isinstance(dst, (tuple, list)):
+            dst = dst[0]
+        return str(dst)
+
     def translate(_path: str, data: bytes) -> bytes:
-        text = data.decode("latin-1")
-        out = pattern.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
-        return out.encode("latin-1")
+        # Latin-1 maps every byte to one code point: lossless for any input, unlike the engine's own
+        # UTF-8 reading, which aborts on the first non-UTF-8 file.
+        return pattern.sub(repl, data.decode("latin-1")).encode("latin-1")
 
     return translate
 

@@ -43,6 +43,7 @@ STATE_FILE = ".hipify-state.json"
 STATE_SCHEMA = "monarch-runtime/hipify-state/v1"
 PARALLEL_MIN_BYTES = 2 << 20  # below this a process pool costs more than it saves
 
+_INCLUDE_LINE = re.compile(rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]", re.M)
 _HIP_VERSION_RE = re.compile(rb"#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)")
 
 
@@ -340,7 +341,10 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 original = Path(res.path).read_bytes()
                 res.data = ext(res.path, original)
                 res.changed = res.data != original
-                res.includes = []
+                res.includes = [
+                    (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<")
+                    for m in _INCLUDE_LINE.finditer(res.data)
+                ]
 
     by_path = {s.path: (s, p) for s, p in zip(srcs, processed)}
     changed = {s.path: p.mode == "translate" and p.changed for s, p in zip(srcs, processed)}
