@@ -26,7 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tools.errors import ToolError  # noqa: E402
 from tools.hipify import HipifyOptions, hipify_tree  # noqa: E402
+from tools.hipify.engines import available, external_translator  # noqa: E402
+from tools.hipify.lint import lint_bytes  # noqa: E402
 from tools.hipify.mapping import load_database  # noqa: E402
 from tools.hipify.translate import Translator  # noqa: E402
 
@@ -258,7 +261,6 @@ def main() -> int:
         print(f"database + translator setup: {setup * 1000:.0f} ms ({len(db)} entries)")
 
         datas = [p.read_bytes() for p in sorted(corpus.rglob("*")) if p.is_file()]
-        from tools.hipify.lint import lint_bytes
 
         def translate_only() -> None:
             for d in datas:
@@ -292,9 +294,6 @@ def main() -> int:
                 f"no-op rerun {noop:.2f} s"
             )
         print(f"peak memory (CLI, jobs=1, whole corpus): {peak_memory(corpus, tmp / 'out-mem'):.0f} MiB")
-
-        from tools.hipify.engines import available, external_translator
-        from tools.errors import ToolError
 
         name = available()
         if name is None:
