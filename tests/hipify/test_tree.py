@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+import tools.hipify.tree as tree_mod
 from tools.errors import ToolError
 from tools.hipify import HipifyOptions, hipify_tree, output_relpath
 from tools.hipify.cli import main as cli_main
@@ -223,3 +224,32 @@ def test_cli_user_errors_have_no_traceback(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 2 and "bad HIP version" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cache_skips_unchanged_inputs(tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    write(src, TREE)
+    first = hipify_tree([src], out, OPTS)
+    calls: list[str] = []
+    real = tree_mod._process
+
+    def counting(path: str, *args: object, **kwargs: object) -> object:
+        calls.append(Path(path).name)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tree_mod, "_process", counting)
+    second = hipify_tree([src], out, OPTS)
+    assert calls == []  # nothing re-translated
+    assert [f.to_json() for f in second.findings] == [f.to_json() for f in first.findings]
+    assert second.outputs == first.outputs and second.written == []
+    # an output deleted or edited by hand is made again (from the cache entry's source)
+    (out / "checksum.hip").unlink()
+    (out / "bridge_hip.h").write_text("edited")
+    third = hipify_tree([src], out, OPTS)
+    assert sorted(p.name for p in third.written) == ["bridge_hip.h", "checksum.hip"]
+    assert sorted(calls) == ["bridge.h", "checksum.cu"]
+    assert b"hipError_t" in (out / "bridge_hip.h").read_bytes()
+    # other options: everything is translated again
+    calls.clear()
+    hipify_tree([src], out, HipifyOptions(hip_version=(6, 2), jobs=1))
+    assert len(calls) == len(TREE)

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
@@ -121,13 +121,24 @@ class _Processed:
     def __init__(self, path: str) -> None:
         self.path = path
         self.mode = "translate"  # translate | copy | error
-        self.data = b""
+        self.data: bytes | None = b""  # None: known from the previous run's record, not read again
         self.sha = ""
         self.changed = False
         self.findings: list[_FindingTuple] = []
         self.includes: list[_IncludeTuple] = []
         self.defines: list[str] = []
         self.error = ""
+
+    def record(self) -> dict[str, object]:
+        """What the next run needs to reuse this result (see _from_cache)."""
+        return {
+            "sha": self.sha,
+            "mode": self.mode,
+            "changed": self.changed,
+            "findings": [list(f) for f in self.findings],
+            "includes": [list(i) for i in self.includes],
+            "defines": self.defines,
+        }
 
 
 def _process(
@@ -282,15 +293,27 @@ def _same_content(path: Path, data: bytes) -> bool:
         return False
 
 
-def _load_state(out_dir: Path) -> dict[str, str]:
+def _load_state(out_dir: Path) -> dict[str, object]:
+    """The previous run's record in ``out_dir`` (empty when absent, unreadable or of another schema)."""
     try:
         state = json.loads((out_dir / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(state, dict) or state.get("schema") != STATE_SCHEMA:
         return {}
-    outputs = state.get("outputs", {})
-    return {str(k): str(v) for k, v in outputs.items()} if isinstance(outputs, dict) else {}
+    return state
+
+
+def _code_fingerprint() -> str:
+    """Hash of this package's code and data: a cached translation is reused only by the same tool."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for path in sorted([*here.glob("*.py"), *(here / "data").glob("*")]):
+        try:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        except OSError:
+            continue
+    return digest.hexdigest()[:16]
 
 
 def _check_options(options: HipifyOptions) -> None:
@@ -310,6 +333,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     A directory's files are mirrored under ``out_dir`` (renamed by the naming rules); a file argument
     lands directly in ``out_dir``. Outputs whose content would not change are not rewritten (mtime kept);
     outputs of sources that disappeared since the last run into the same ``out_dir`` are removed.
+    A file whose content hash, options and tool are unchanged since the last run is not translated again:
+    its findings come from ``out_dir/.hipify-state.json``.
     """
     opts = options or HipifyOptions()
     _check_options(opts)
@@ -319,51 +344,65 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     hip_version = opts.hip_version if opts.hip_version is not None else detect_hip_version()
     key = _options_key(opts, hip_version)
     db: MappingDatabase = _translator(*key).db  # also validates the override file early
+    ext = None
     if opts.engine == "hipify_torch":
         from tools.hipify.engines import external_translator  # noqa: PLC0415 - optional engine
 
         ext = external_translator()  # raises ToolError when not importable
-    else:
-        ext = None
+    fingerprint = f"{_code_fingerprint()}/{db.fingerprint}/{key!r}/lint={opts.lint}/engine={opts.engine}"
 
-    items = [(str(s.path), s.path.suffix.lower() in SOURCE_SUFFIXES) for s in srcs]
-    total = 0
+    previous = _load_state(out_abs)
+    prev_files_obj = previous.get("files", {})
+    prev_files: dict[str, dict[str, object]] = prev_files_obj if isinstance(prev_files_obj, dict) else {}
+    cache_ok = previous.get("fingerprint") == fingerprint
+
+    # Hash every input; only new or changed ones are translated (in parallel when worth it).
+    processed: list[_Processed | None] = []
+    todo: list[tuple[str, bool]] = []
+    todo_bytes = 0
     for s in srcs:
+        path = str(s.path)
+        translate = s.path.suffix.lower() in SOURCE_SUFFIXES
+        hit = _from_cache(path, prev_files.get(path)) if cache_ok else None
+        if hit is not None:
+            processed.append(hit)
+            continue
+        processed.append(None)
+        todo.append((path, translate))
         try:
-            total += s.path.stat().st_size
+            todo_bytes += s.path.stat().st_size
         except OSError:
             pass
-    processed = _run_all(items, key, opts.lint, opts.jobs, total)
+    fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes)}
+    procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
     if ext is not None:
-        # The external engine translates the original bytes; the report (findings) stays the built-in one's.
-        for res in processed:
-            if res.mode == "translate":
-                original = Path(res.path).read_bytes()
-                res.data = ext(res.path, original)
-                res.changed = res.data != original
-                res.includes = [
-                    (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<")
-                    for m in _INCLUDE_LINE.finditer(res.data)
-                ]
+        for res in fresh.values():
+            _apply_external(res, ext)
 
-    by_path = {s.path: (s, p) for s, p in zip(srcs, processed)}
-    changed = {s.path: p.mode == "translate" and p.changed for s, p in zip(srcs, processed)}
+    by_path = {s.path: (s, p) for s, p in zip(srcs, procs)}
+    changed = {s.path: p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
+    out_cache: dict[tuple[Path, bool], Path] = {}
 
     def out_of(src: _Source) -> Path:
-        return out_abs / output_relpath(src.rel, changed[src.path], opts.naming).as_posix()
+        k = (src.path, changed[src.path])
+        hit = out_cache.get(k)
+        if hit is None:
+            hit = out_abs / output_relpath(src.rel, k[1], opts.naming).as_posix()
+            out_cache[k] = hit
+        return hit
 
     # Resolve project includes: includer dir first ("..."), then every source directory root.
     resolved: dict[Path, list[tuple[int, _Source, Path]]] = {}
-    for s, p in zip(srcs, processed):
+    for s, p in zip(srcs, procs):
         links = []
         for idx, (_a, _b, spelling, angled) in enumerate(p.includes):
             bases: list[tuple[Path, bool]] = [] if angled else [(s.path.parent, True)]
             bases += [(r, False) for r in ([s.root] if s.is_dir_root else []) + roots]
             for base, local in bases:
-                candidate = Path(os.path.normpath(base / spelling))
-                hit = by_path.get(candidate)
-                if hit is not None and hit[1].mode != "error":
-                    links.append((idx, hit[0], s.path.parent if local else base))
+                candidate = Path(os.path.normpath(os.path.join(base, spelling)))
+                found = by_path.get(candidate)
+                if found is not None and found[1].mode != "error":
+                    links.append((idx, found[0], s.path.parent if local else base))
                     break
         if links:
             resolved[s.path] = links
@@ -377,13 +416,13 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     moved = True
     while moved:
         moved = False
-        for path, links in resolved.items():
-            if changed[path]:
+        for src_path, links in resolved.items():
+            if changed[src_path]:
                 continue
-            includer, proc = by_path[path]
+            includer, proc = by_path[src_path]
             for idx, target, base in links:
                 if new_spelling(includer, target, base) != proc.includes[idx][2]:
-                    changed[path] = True
+                    changed[src_path] = True
                     moved = True
                     break
 
@@ -394,24 +433,17 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     copied: list[Path] = []
     claimed: dict[Path, Path] = {}
     source_set = set(by_path)
+    records: dict[str, dict[str, object]] = {}
     defined: set[str] = set()
-    for p in processed:
+    for p in procs:
         defined.update(p.defines)
-    for s, p in zip(srcs, processed):
+    for s, p in zip(srcs, procs):
         for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
             if kind == "unmapped" and name in defined:
                 continue  # the project's own macro, not a CUDA API name
             findings.append(
                 Finding(
-                    s.path,
-                    line,
-                    col,
-                    name,
-                    kind=kind,
-                    reason=reason,
-                    suggestion=sugg,
-                    blocking=blocking,
-                    rule=rule,
+                    s.path, line, col, name, kind=kind, reason=reason, suggestion=sugg, blocking=blocking, rule=rule
                 )
             )
         if p.mode == "error":
@@ -448,38 +480,61 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             )
             continue
         claimed[dst] = s.path
-        data = p.data
-        file_links = resolved.get(s.path)
-        if file_links:
-            edits = []
-            for idx, target, base in file_links:
-                start, end, spelling, _angled = p.includes[idx]
-                new = new_spelling(s, target, base)
-                if new != spelling:
-                    edits.append((start, end, new.encode("latin-1")))
-            for start, end, new_b in sorted(edits, reverse=True):
-                data = data[:start] + new_b + data[end:]
+        edits: list[tuple[int, int, str]] = []
+        for idx, target, base in resolved.get(s.path, ()):
+            start, end, spelling, _angled = p.includes[idx]
+            new = new_spelling(s, target, base)
+            if new != spelling:
+                edits.append((start, end, new))
+        edits.sort(reverse=True)
         outputs[s.path] = dst
         if p.mode == "copy":
             copied.append(s.path)
+        record = p.record()
+        record["out"] = str(dst)
+        record["edits"] = [list(e) for e in edits]
+        prev = prev_files.get(str(s.path))
+        stat = _stat(dst)
+        if (
+            p.data is None
+            and isinstance(prev, dict)
+            and prev.get("out") == str(dst)
+            and prev.get("edits") == record["edits"]
+            and stat is not None
+            and [stat.st_size, stat.st_mtime_ns] == [prev.get("out_size"), prev.get("out_mtime_ns")]
+        ):
+            unchanged.append(dst)  # same input, same options, same output file: nothing to do
+            record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
+            records[str(s.path)] = record
+            continue
+        if p.data is None:  # from the cache, but the output must be (re)made
+            again = _process(str(s.path), p.mode == "translate", key, opts.lint)
+            if ext is not None:
+                _apply_external(again, ext)
+            p.data = again.data
+        data = p.data if p.data is not None else b""
+        for start, end, new in edits:
+            data = data[:start] + new.encode("latin-1") + data[end:]
         if _same_content(dst, data):
             unchanged.append(dst)
         else:
             _write_atomic(dst, data)
             written.append(dst)
+        stat = _stat(dst)
+        if stat is not None:
+            record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
+        records[str(s.path)] = record
 
     # Stale outputs: recorded by the previous run into this directory, not produced now.
     removed: list[Path] = []
-    previous = _load_state(out_abs)
     current = {str(d) for d in outputs.values()}
-    for _src, old in sorted(previous.items()):
+    old_outputs = [str(v.get("out")) for v in prev_files.values() if isinstance(v, dict) and v.get("out")]
+    for old in sorted(set(old_outputs)):
         old_path = Path(old)
         if old in current or not _is_within(old_path, out_abs) or old_path in source_set:
             continue
         try:
             old_path.unlink()
-        except FileNotFoundError:
-            continue
         except OSError:
             continue
         removed.append(old_path)
@@ -490,11 +545,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             except OSError:
                 break
             parent = parent.parent
-    state = {
-        "schema": STATE_SCHEMA,
-        "outputs": {str(k): str(v) for k, v in sorted(outputs.items())},
-    }
-    state_bytes = (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()
+    state = {"schema": STATE_SCHEMA, "fingerprint": fingerprint, "files": records}
+    state_bytes = (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode()
     if not _same_content(out_abs / STATE_FILE, state_bytes):
         _write_atomic(out_abs / STATE_FILE, state_bytes)
 
@@ -515,3 +567,51 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         engine=opts.engine,
         seconds=time.perf_counter() - started,
     )
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
+
+
+def _apply_external(res: _Processed, ext: Callable[[str, bytes], bytes]) -> None:
+    """Replace the built-in translation by the external engine's (the report stays the built-in one's)."""
+    if res.mode != "translate":
+        return
+    original = Path(res.path).read_bytes()
+    res.data = ext(res.path, original)
+    res.changed = res.data != original
+    res.includes = [
+        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<")
+        for m in _INCLUDE_LINE.finditer(res.data)
+    ]
+
+
+def _from_cache(path: str, entry: object) -> _Processed | None:
+    """The previous run's result for ``path`` when the file's content hash is unchanged."""
+    if not isinstance(entry, dict) or entry.get("mode") not in ("translate", "copy"):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            sha = hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+    if sha != entry.get("sha"):
+        return None
+    try:
+        res = _Processed(path)
+        res.mode = str(entry["mode"])
+        res.sha = sha
+        res.data = None
+        res.changed = bool(entry["changed"])
+        res.findings = [
+            (int(f[0]), int(f[1]), str(f[2]), str(f[3]), str(f[4]), str(f[5]), bool(f[6]), str(f[7]))
+            for f in entry["findings"]
+        ]
+        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3])) for i in entry["includes"]]
+        res.defines = [str(d) for d in entry["defines"]]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return res
