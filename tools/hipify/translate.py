@@ -527,17 +527,16 @@ def line_starts(data: bytes) -> list[int]:
 
 
 def positions(data: bytes, offsets: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """Byte offsets -> (line, column), both 1-based; columns count bytes."""
-    from bisect import bisect_right  # noqa: PLC0415 - rarely needed
-
-    wanted = sorted(set(offsets))
-    if not wanted:
-        return {}
-    starts = line_starts(data)
+    """Byte offsets -> (line, column), both 1-based; columns count bytes (CRLF and CR-free alike)."""
     out: dict[int, tuple[int, int]] = {}
-    for off in wanted:
-        line = bisect_right(starts, off)
-        out[off] = (line, off - starts[line - 1] + 1)
+    line = 1
+    last = 0
+    count = data.count
+    rfind = data.rfind
+    for off in sorted(set(offsets)):
+        line += count(b"\n", last, off)
+        last = off
+        out[off] = (line, off - (rfind(b"\n", 0, off) + 1) + 1)
     return out
 
 

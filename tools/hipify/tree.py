@@ -215,18 +215,20 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
             if src == out_dir or _is_within(src, out_dir):
                 raise ToolError(f"output directory {out_dir} contains source {given}: refusing to translate in place")
             roots.append(src)
+            out_str = str(out_dir)
+            prefix_len = len(str(src)) + 1
             for dirpath, dirnames, filenames in os.walk(src):
-                dpath = Path(dirpath)
                 dirnames[:] = sorted(
                     d
                     for d in dirnames
                     if d not in SKIP_DIRS
-                    and not _is_within(dpath / d, out_dir)
-                    and not (d.startswith(".") and d != ".")
+                    and not d.startswith(".")
+                    and not (os.path.join(dirpath, d) + os.sep).startswith(out_str + os.sep)
                 )
+                rel_dir = dirpath[prefix_len:].replace(os.sep, "/")
                 for name in sorted(filenames):
-                    full = dpath / name
-                    found.append(_Source(full, PurePosixPath(full.relative_to(src).as_posix()), src, True))
+                    rel = f"{rel_dir}/{name}" if rel_dir else name
+                    found.append(_Source(Path(dirpath, name), PurePosixPath(rel), src, True))
         else:
             found.append(_Source(src, PurePosixPath(src.name), src.parent, False))
     return found, roots
