@@ -17,12 +17,14 @@ from pathlib import Path
 
 from build_backend import log
 from build_backend.errors import BuildError, hook
-from build_backend.pipeline import build_wheel_into, read_pyproject, write_sdist
+from build_backend.pipeline import build_editable_into, build_wheel_into, read_pyproject, write_sdist
 
 __all__ = [
     "BuildError",
+    "build_editable",
     "build_sdist",
     "build_wheel",
+    "get_requires_for_build_editable",
     "get_requires_for_build_sdist",
     "get_requires_for_build_wheel",
 ]
@@ -48,6 +50,22 @@ def build_wheel(
     out.mkdir(parents=True, exist_ok=True)
     wheel = build_wheel_into(Path.cwd(), out, config_settings, os.environ)
     return wheel.name
+
+
+@hook
+def get_requires_for_build_editable(config_settings: Mapping[str, object] | None = None) -> list[str]:
+    return []
+
+
+@hook
+def build_editable(
+    wheel_directory: str,
+    config_settings: Mapping[str, object] | None = None,
+    metadata_directory: str | None = None,
+) -> str:
+    out = Path(wheel_directory)
+    out.mkdir(parents=True, exist_ok=True)
+    return build_editable_into(Path.cwd(), out, config_settings, os.environ).name
 
 
 @hook

@@ -5,17 +5,20 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
+import subprocess
 import sys
 import tarfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from build_backend import compile as compile_stage
-from build_backend import hipify_stage, kernels, log, rust, settings, toolchain, wheel
+from build_backend import hipify_stage, kernels, log, repair, rust, settings, toolchain, wheel
 from build_backend.errors import BuildError
-from build_backend.paths import make_layout
+from build_backend.paths import Layout, make_layout
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -82,10 +85,20 @@ def build_info(
     }
 
 
-def build_wheel_into(
-    source: Path, out_dir: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
-) -> Path:
-    start = time.perf_counter()
+@dataclass(frozen=True)
+class Payload:
+    """What every kind of wheel carries: the compiled extension and the build record."""
+
+    toolchain: toolchain.Toolchain
+    settings: settings.Settings
+    layout: Layout
+    metadata: wheel.Metadata
+    extension: Path
+    build_info: bytes
+
+
+def build_payload(source: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]) -> Payload:
+    """Stages 1-5: settings, detect, hipify, compile, cargo."""
     pyproject = read_pyproject(source)
     opts = settings.load(config_settings, environ, pyproject)
     with log.stage("detect", "toolchain and architectures"):
@@ -106,47 +119,108 @@ def build_wheel_into(
         bridge_dir = compile_stage.build_bridge(tc, layout, opts, sources, environ)
     extension = rust.build_extension(tc, layout, opts, bridge_dir, environ)
     meta = _metadata(pyproject, source, tc)
+    info = wheel.build_info_json(build_info(tc, meta, opts.debug, kernels.read_manifest(layout.csrc)))
+    return Payload(tc, opts, layout, meta, extension, info)
+
+
+def build_wheel_into(
+    source: Path, out_dir: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
+) -> Path:
+    start = time.perf_counter()
+    payload = build_payload(source, config_settings, environ)
     package_dir = source / "python" / wheel.PACKAGE
     files: dict[str, Path | bytes] = {
         f"{wheel.PACKAGE}/{p.relative_to(package_dir).as_posix()}": p
         for p in sorted(package_dir.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".pyi", ".typed")
     }
-    files[f"{wheel.PACKAGE}/{rust.EXTENSION_NAME}.abi3.so"] = extension
-    files[f"{wheel.PACKAGE}/build_info.json"] = wheel.build_info_json(
-        build_info(tc, meta, opts.debug, kernels.read_manifest(layout.csrc))
-    )
+    files[f"{wheel.PACKAGE}/{rust.EXTENSION_NAME}.abi3.so"] = payload.extension
+    files[f"{wheel.PACKAGE}/build_info.json"] = payload.build_info
+    tag = wheel.platform_tag()
+    if payload.settings.repair:
+        with log.stage("pack", "unrepaired wheel"):
+            unrepaired = wheel.write_wheel(payload.layout.sub("unrepaired"), payload.metadata, tag, files, quiet=True)
+        tag, repaired_files = repair.repair(unrepaired, payload.toolchain, payload.layout.sub("repaired"), environ)
+        files = dict(repaired_files)
     with log.stage("pack", f"wheel into {out_dir}"):
-        result = wheel.write_wheel(out_dir, meta, wheel.platform_tag(), files)
+        result = wheel.write_wheel(out_dir, payload.metadata, tag, files)
     log.info(f"built {result.name} in {time.perf_counter() - start:.1f} s")
     return result
 
 
-def write_sdist(source: Path, out_dir: Path, version: str) -> Path:
-    """A reproducible .tar.gz of the source tree (without build outputs)."""
-    base = f"monarch_runtime-{version}"
-    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", wheel.DEFAULT_EPOCH))
-    files = sorted(
+def build_editable_into(
+    source: Path, out_dir: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
+) -> Path:
+    """An editable install: the compiled extension and build record are placed next to the Python
+    sources in python/monarch_runtime/ (ignored by git), and the wheel holds only a .pth file that puts
+    python/ on sys.path. Python edits show at once; after a C++/Rust edit, run the same
+    `pip install -e .` again: the build directory is reused, so only what changed is rebuilt."""
+    payload = build_payload(source, config_settings, environ)
+    package_dir = source / "python" / wheel.PACKAGE
+    for name, data in (
+        (f"{rust.EXTENSION_NAME}.abi3.so", payload.extension.read_bytes()),
+        ("build_info.json", payload.build_info),
+    ):
+        tmp = package_dir / f".{name}.tmp"
+        tmp.write_bytes(data)
+        tmp.chmod(0o755 if name.endswith(".so") else 0o644)
+        tmp.replace(package_dir / name)
+    pth = f"{(source / 'python').resolve()}\n".encode()
+    with log.stage("pack", f"editable wheel into {out_dir}"):
+        return wheel.write_wheel(
+            out_dir, payload.metadata, wheel.platform_tag(), {"_monarch_runtime_editable.pth": pth}
+        )
+
+
+def _sdist_files(source: Path) -> list[Path]:
+    """The files git knows (tracked, or untracked but not ignored); without git, every file outside
+    build outputs and caches."""
+    git = shutil.which("git")
+    if git and (source / ".git").exists():
+        proc = subprocess.run(
+            [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=source,
+            capture_output=True,
+            check=False,
+        )
+        if proc.returncode == 0:
+            names = [n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+            return sorted(p for p in (source / n for n in names) if p.is_file())
+    return sorted(
         p
         for p in source.rglob("*")
         if p.is_file()
         and not (set(p.relative_to(source).parts[:-1]) & SDIST_EXCLUDE_DIRS)
         and not p.name.endswith((".pyc", ".so", ".whl"))
     )
+
+
+def write_sdist(source: Path, out_dir: Path, version: str) -> Path:
+    """A reproducible .tar.gz of the source tree (without build outputs)."""
+    base = f"monarch_runtime-{version}"
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    mtime = int(epoch) if epoch.isdigit() else wheel.DEFAULT_EPOCH
+    files = _sdist_files(source)
     target = out_dir / f"{base}.tar.gz"
     tmp = out_dir / f".{target.name}.partial"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         pkg_info = f"Metadata-Version: 2.1\nName: {wheel.NAME}\nVersion: {version}\n".encode()
-        for name, data in [("PKG-INFO", pkg_info)] + [
-            (p.relative_to(source).as_posix(), p.read_bytes()) for p in files
-        ]:
+        members = [("PKG-INFO", pkg_info, 0o644)]
+        members += [
+            (p.relative_to(source).as_posix(), p.read_bytes(), 0o755 if os.access(p, os.X_OK) else 0o644) for p in files
+        ]
+        for name, data, mode in members:
             info = tarfile.TarInfo(f"{base}/{name}")
-            info.size, info.mtime, info.mode = len(data), mtime, 0o644
+            info.size, info.mtime, info.mode = len(data), mtime, mode
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
-    with tmp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=mtime, filename="") as gz:
-        gz.write(buffer.getvalue())
-    tmp.replace(target)
+    try:
+        with tmp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=mtime, filename="") as gz:
+            gz.write(buffer.getvalue())
+        tmp.replace(target)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"could not write the sdist into {out_dir}: {err.strerror}.") from None
     return target

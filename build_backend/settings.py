@@ -28,6 +28,7 @@ KEYS: dict[str, str] = {
     "debug": "true keeps symbols and builds without optimisation (default false)",
     "hip-version": "HIP version X.Y that hipify targets (default: the version of the ROCm found)",
     "jobs": "parallel compile jobs (default: the number of CPUs)",
+    "repair": "true runs auditwheel for a truthful manylinux tag (default); false keeps a local linux_* tag",
 }
 
 _ARCH = re.compile(r"^[A-Za-z0-9_:+\-]+$")
@@ -43,6 +44,7 @@ class Settings:
     debug: bool = False
     hip_version: tuple[int, int] | None = None
     jobs: int | None = None
+    repair: bool = True
     sources: Mapping[str, str] | None = None  # key -> where its value came from, for messages
 
     def origin(self, key: str) -> str:
@@ -131,8 +133,8 @@ def load(
             if not text.strip():
                 raise BuildError(f"build-dir (from {origin}) is empty.")
             fields["build_dir"] = Path(text).expanduser()
-        elif key == "debug":
-            fields["debug"] = _parse_bool(key, text, origin)
+        elif key in ("debug", "repair"):
+            fields[key] = _parse_bool(key, text, origin)
         elif key == "hip-version":
             fields["hip_version"] = _parse_version(text, origin)
         elif key == "jobs":

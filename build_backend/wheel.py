@@ -83,6 +83,7 @@ def write_wheel(
     files: Mapping[str, Path | bytes],
     *,
     executables: Sequence[str] = (),
+    quiet: bool = False,
 ) -> Path:
     """Write the wheel atomically into ``out_dir``; ``files`` maps archive names to paths or bytes."""
     info = dist_info(metadata.version)
@@ -112,6 +113,8 @@ def write_wheel(
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise BuildError(f"could not write the wheel into {out_dir}: {err.strerror}.") from None
+    if quiet:
+        return target
     sizes = {n: len(d) for n, d in entries.items()}
     total = sum(sizes.values())
     for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[:6]:

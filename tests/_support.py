@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOOLCHAINS = Path(os.environ.get("MONARCH_TOOLCHAINS", Path.home() / ".cache" / "monarch-runtime" / "toolchains"))
 FLAVOURS = ("cpu", "cuda", "rocm")
+SOURCE_DATE_EPOCH = "1700000000"  # every test build uses it, so builds can be compared byte for byte
 
 
 @dataclass(frozen=True)

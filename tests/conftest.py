@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from _support import (
     FLAVOURS,
     ROOT,
+    SOURCE_DATE_EPOCH,
     TOOLCHAINS,
     BuildOutcome,
     InstalledWheel,
@@ -52,20 +54,56 @@ def csrc_digest_before() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def build_outcomes(
-    tmp_path_factory: pytest.TempPathFactory, toolchains: Toolchains, csrc_digest_before: dict[str, str]
-) -> dict[str, BuildOutcome]:
-    base = tmp_path_factory.mktemp("wheels")
+def sdist_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's sdist, built by the backend and unpacked: the wheels below are built from it."""
+    out = tmp_path_factory.mktemp("sdist")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import build_backend, sys; print(build_backend.build_sdist(sys.argv[1]))", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sdist = out / proc.stdout.strip().splitlines()[-1]
+    with tarfile.open(sdist) as tar:
+        tar.extractall(out / "unpacked", filter="data")
+    (tree,) = (out / "unpacked").iterdir()
+    return tree
 
-    def build(flavour: str) -> BuildOutcome:
-        out = base / flavour
-        out.mkdir()
-        proc = pip_wheel(ROOT, out, toolchains.env_for(flavour), "-v", "-C", f"build-dir={base / ('build-' + flavour)}")
-        wheels = sorted(out.glob("*.whl"))
-        return BuildOutcome(wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None, proc.stdout + proc.stderr)
+
+def _build(source: Path, out: Path, build_dir: Path, env: dict[str, str]) -> BuildOutcome:
+    out.mkdir(parents=True)
+    proc = pip_wheel(source, out, {**env, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}, "-v", "-C", f"build-dir={build_dir}")
+    wheels = sorted(out.glob("*.whl"))
+    return BuildOutcome(wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None, proc.stdout + proc.stderr)
+
+
+@pytest.fixture(scope="session")
+def all_builds(
+    tmp_path_factory: pytest.TempPathFactory,
+    toolchains: Toolchains,
+    sdist_tree: Path,
+    csrc_digest_before: dict[str, str],
+) -> dict[tuple[str, str], BuildOutcome]:
+    """Every flavour built twice, all in parallel: ("sdist", f) from the unpacked sdist, and ("checkout", f)
+    from this checkout into another build directory (the pair must be byte-identical)."""
+    base = tmp_path_factory.mktemp("wheels")
+    jobs = [(origin, f) for origin in ("sdist", "checkout") for f in FLAVOURS]
+
+    def build(job: tuple[str, str]) -> BuildOutcome:
+        origin, flavour = job
+        source = sdist_tree if origin == "sdist" else ROOT
+        return _build(source, base / origin / flavour, base / f"build-{origin}-{flavour}", toolchains.env_for(flavour))
 
     with ThreadPoolExecutor(max_workers=3) as pool:
-        return dict(zip(FLAVOURS, pool.map(build, FLAVOURS)))
+        return dict(zip(jobs, pool.map(build, jobs)))
+
+
+@pytest.fixture(scope="session")
+def build_outcomes(all_builds: dict[tuple[str, str], BuildOutcome]) -> dict[str, BuildOutcome]:
+    return {flavour: all_builds[("sdist", flavour)] for flavour in FLAVOURS}
 
 
 @pytest.fixture(scope="session")
