@@ -37,6 +37,8 @@ fn main() {
                 .compile("mr_device_shim");
             println!("cargo:rustc-link-search=native={}", bridge.display());
             println!("cargo:rustc-link-lib=static=monarch_bridge");
+            // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate).
+            println!("cargo:rerun-if-changed={}", bridge.join("libmonarch_bridge.a").display());
             println!(
                 "cargo:rustc-link-search=native={}",
                 home.join("lib").display()
@@ -60,6 +62,8 @@ fn main() {
                 .compile("mr_device_shim");
             println!("cargo:rustc-link-search=native={}", bridge.display());
             println!("cargo:rustc-link-lib=static=monarch_bridge");
+            // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate).
+            println!("cargo:rerun-if-changed={}", bridge.join("libmonarch_bridge.a").display());
             println!("cargo:rustc-link-search=native={}", hip_lib.display());
             println!("cargo:rustc-link-lib=dylib=amdhip64");
             for lib in ["dl", "pthread", "stdc++"] {
