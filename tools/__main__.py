@@ -14,7 +14,10 @@ from tools.errors import ToolError
 # command name -> (module, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
     "hipify": ("tools.hipify.cli", "translate CUDA sources to HIP, out of tree, with a report"),
+    "check": ("tools.port.check", "pre-merge check of csrc/: lint + CUDA and ROCm compiles"),
     "lint": ("tools.hipify.lint_cli", "report CUDA->HIP portability hazards and unportable names"),
+    "port": ("tools.port.cli", "port CUDA files to HIP: lint, compile both sides, diff, report, --add"),
+    "gen-compat": ("tools.gen_compat.cli", "generate rust/rocm_compat's CUDA-named alias layer from the mapping DB"),
     "update-mappings": ("tools.hipify.update_mappings", "regenerate the hipify mapping DB (HIPIFY tables)"),
 }
 

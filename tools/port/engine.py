@@ -1,0 +1,401 @@
+"""One port run: stage, hipify + lint, compile both sides, map compiler messages back, diff.
+
+``run_port(request)`` does the work and returns a ``PortResult``; it prints nothing (the terminal view is
+tools/port/render.py, the report file tools/port/report.py), so ``port`` and ``check`` share it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.errors import ToolError
+from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree
+from tools.port.linemap import LineMap
+from tools.port.sources import COMPILE_SUFFIXES, Staged, stage
+from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env
+
+#: progress(done, total, what): called as the run advances (the terminal view draws it)
+Progress = Callable[[int, int, str], None]
+COMPILE_TIMEOUT_S = 600
+
+_CLANG_DIAG = re.compile(
+    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning): (?P<msg>.*)$",
+    re.M,
+)
+_NVCC_DIAG = re.compile(
+    r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)(?: #[\w-]+)?: (?P<msg>.*)$",
+    re.M,
+)
+
+
+def shown(path: Path | str) -> str:
+    """A path as the user would type it: relative to the current directory when under it."""
+    p = Path(path)
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(p)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A compiler message, its position mapped back to the CUDA source (``line`` 0: no position)."""
+
+    severity: str  # "error" | "warning" | "fatal error" | ...
+    message: str
+    file: str  # as shown to the user ("" when the compiler named no file)
+    line: int
+    column: int
+    source_text: str  # the CUDA source line at ``line`` ("" when unknown)
+
+    @property
+    def is_error(self) -> bool:
+        return "error" in self.severity
+
+    def location(self) -> str:
+        if not self.file:
+            return ""
+        col = f":{self.column}" if self.column else ""
+        return f"{self.file}:{self.line}{col}" if self.line else self.file
+
+
+@dataclass
+class UnitResult:
+    """One translation unit compiled on one side."""
+
+    source: Path  # the CUDA source
+    compiled: Path  # what the compiler read (the source, or its hipified output)
+    command: list[str]
+    returncode: int
+    output: str  # the compiler's messages, hipified paths and lines mapped back to the CUDA source
+    diagnostics: list[Diagnostic]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+@dataclass
+class SideResult:
+    side: Side
+    units: list[UnitResult] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.side.label
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``failed``, ``skipped`` (no toolkit), or ``empty`` (nothing to compile)."""
+        if self.side.toolchain is None:
+            return "skipped"
+        if not self.units:
+            return "empty"
+        return "ok" if all(u.ok for u in self.units) else "failed"
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for u in self.units for d in u.errors]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for u in self.units for d in u.diagnostics if not d.is_error]
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    source: Path
+    output: Path
+    text: str  # unified diff ("" when the file is unchanged)
+
+
+@dataclass(frozen=True)
+class PortRequest:
+    files: Sequence[Path]  # the sources to port (all of csrc/ for `check`)
+    include_dirs: Sequence[Path]  # the project's include directories (csrc/)
+    sides: Sequence[Side]
+    hip_version: tuple[int, int] | None = None  # None: the ROCm side's version, else what hipify detects
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    work_dir: Path | None = None  # None: a temporary directory
+    jobs: int = 2
+    mappings: Path | None = None  # hipify mapping overrides
+
+
+@dataclass
+class PortResult:
+    request: PortRequest
+    sources: list[Path]  # every file covered: the given files and the project headers they include
+    units: list[Path]  # the translation units compiled
+    hipify: HipifyResult
+    findings: list[Finding]  # positions in the CUDA sources
+    sides: dict[str, SideResult]
+    diffs: list[FileDiff]
+    outputs: dict[Path, Path]  # CUDA source -> hipified output
+    seconds: float = 0.0
+
+    @property
+    def hip_version(self) -> tuple[int, int] | None:
+        return self.hipify.hip_version
+
+    @property
+    def blocking(self) -> list[Finding]:
+        return [f for f in self.findings if f.blocking]
+
+    def problems(self, strict: bool) -> list[str]:
+        """Why the port fails (empty: it passes). Skipped sides count only under ``strict``."""
+        out: list[str] = []
+        if self.blocking:
+            n = len(self.blocking)
+            names = ", ".join(dict.fromkeys(f.name for f in self.blocking[:5]))
+            out.append(f"{n} blocking finding{'s' if n != 1 else ''} remain{'s' if n == 1 else ''} ({names})")
+        for side in self.sides.values():
+            if side.status == "failed":
+                first = next(iter(side.errors), None)
+                where = f": {first.location()}: {first.message}" if first else ""
+                out.append(f"the {side.label} side does not compile{where}")
+            elif side.status == "skipped" and strict:
+                out.append(f"the {side.label} side was skipped (--strict): {first_sentence(side.side.skipped)}")
+        return out
+
+
+def first_sentence(text: str) -> str:
+    m = re.match(r"(.+?[.)])(\s|$)", text, re.S)
+    return (m.group(1) if m else text).strip()
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _read_lines(path: Path, cache: dict[Path, list[str]]) -> list[str]:
+    if path not in cache:
+        try:
+            cache[path] = _decode(path.read_bytes()).splitlines()
+        except OSError:
+            cache[path] = []
+    return cache[path]
+
+
+class _Mapper:
+    """Rewrites compiler output: hipified paths (and their lines/columns) -> CUDA sources."""
+
+    def __init__(self, outputs: Mapping[Path, Path], staged: Staged) -> None:
+        self._maps: dict[str, tuple[Path, LineMap]] = {}
+        for staged_src, out in outputs.items():
+            original = staged.original(staged_src)
+            try:
+                lm = LineMap(staged_src.read_bytes(), out.read_bytes())
+            except OSError:
+                continue
+            self._maps[str(out)] = (original, lm)
+        self._lines: dict[Path, list[str]] = {}
+        alts = "|".join(re.escape(p) for p in sorted(self._maps, key=len, reverse=True))
+        self._pattern = re.compile(rf"(?P<path>{alts})(?::(?P<line>\d+)(?::(?P<col>\d+))?)?") if alts else None
+
+    def text(self, output: str) -> str:
+        if self._pattern is None:
+            return output
+
+        def sub(m: re.Match[str]) -> str:
+            original, lm = self._maps[m.group("path")]
+            out = shown(original)
+            if m.group("line"):
+                line = int(m.group("line"))
+                out += f":{lm.source_line(line)}"
+                if m.group("col"):
+                    out += f":{lm.source_column(line, int(m.group('col')))}"
+            return out
+
+        return self._pattern.sub(sub, output)
+
+    def diagnostics(self, mapped_output: str, returncode: int) -> list[Diagnostic]:
+        found: list[tuple[int, Diagnostic]] = []
+        for pattern in (_CLANG_DIAG, _NVCC_DIAG):
+            for m in pattern.finditer(mapped_output):
+                file = m.group("file").strip()
+                line = int(m.group("line"))
+                col = int(m.group("col")) if pattern is _CLANG_DIAG and m.group("col") else 0
+                lines = _read_lines(Path(file), self._lines)
+                text = lines[line - 1] if 0 < line <= len(lines) else ""
+                if pattern is _NVCC_DIAG and text:
+                    col = _nvcc_column(mapped_output, m.end(), text)
+                diag = Diagnostic(m.group("sev"), m.group("msg").strip(), file, line, col, text)
+                found.append((m.start(), diag))
+        out = [d for _, d in sorted(found, key=lambda x: x[0])]
+        if returncode != 0 and not any(d.is_error for d in out):
+            tail = [ln.strip() for ln in mapped_output.splitlines() if ln.strip()]
+            out.append(Diagnostic("error", tail[-1] if tail else f"exit status {returncode}", "", 0, 0, ""))
+        return out
+
+
+def _nvcc_column(output: str, end: int, text: str) -> int:
+    """nvcc prints the source line indented by two spaces and a caret line under it: the column (1-based)."""
+    following = output[end:].split("\n", 3)[1:3]
+    if len(following) == 2 and following[0] == "  " + text and following[1].strip() == "^":
+        return following[1].index("^") - 1
+    return 0
+
+
+def _compile(
+    *,
+    side: Side,
+    source: Path,
+    compiled: Path,
+    obj: Path,
+    include_dirs: Sequence[Path],
+    environ: Mapping[str, str],
+    mapper: _Mapper,
+) -> UnitResult:
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    cmd = compile_command(side, compiled, obj, include_dirs)
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env=compile_env(side, environ),
+            timeout=COMPILE_TIMEOUT_S,
+            check=False,
+        )
+        rc, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        rc, output = 124, f"{cmd[0]}: timed out after {COMPILE_TIMEOUT_S} s\n"
+    except OSError as err:
+        rc, output = 127, f"{cmd[0]}: cannot run: {err.strerror or err}\n"
+    mapped = mapper.text(output) if side.name == "rocm" else output
+    return UnitResult(source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), time.perf_counter() - started)
+
+
+def _diff(original: Path, staged_src: Path, output: Path, out_root: Path) -> FileDiff:
+    try:
+        a, b = staged_src.read_bytes(), output.read_bytes()
+    except OSError:
+        return FileDiff(original, output, "")
+    if a == b:
+        return FileDiff(original, output, "")
+    lines = difflib.unified_diff(
+        _decode(a).splitlines(keepends=True),
+        _decode(b).splitlines(keepends=True),
+        fromfile=shown(original) if Path(shown(original)).is_absolute() else f"a/{shown(original)}",
+        tofile=f"b/{output.relative_to(out_root).as_posix()}",
+    )
+    text = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
+    return FileDiff(original, output, text)
+
+
+def run_port(request: PortRequest, progress: Progress | None = None) -> PortResult:
+    """Port ``request.files``: see the module docstring. Raises ToolError for a user's mistake."""
+    started = time.perf_counter()
+    if not request.files:
+        raise ToolError("nothing to port: give at least one CUDA source file")
+    tick: Progress = progress or (lambda _d, _t, _w: None)
+    with tempfile.TemporaryDirectory(prefix="monarch-port-") as tmp:
+        work = request.work_dir if request.work_dir is not None else Path(tmp)
+        return _run(request, work, tick, started)
+
+
+def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> PortResult:
+    from tools.port.sources import resolve_includes  # noqa: PLC0415 - keeps the import list short
+
+    include_dirs = [Path(os.path.abspath(d)) for d in request.include_dirs]
+    given = [Path(os.path.abspath(f)) for f in request.files]
+    for f in given:
+        if not f.is_file():
+            raise ToolError(f"source not found: {f}" if not f.exists() else f"not a file: {f}")
+    files = resolve_includes(given, include_dirs)
+    units = [f for f in given if f.suffix in COMPILE_SUFFIXES]
+    sides = {s.name: s for s in request.sides}
+    active = [s for s in (sides.get(n) for n in SIDES) if s is not None and s.toolchain is not None]
+    total = 1 + len(units) * len(active)
+    done = 0
+    tick(done, total, f"hipify {len(files)} file{'s' if len(files) != 1 else ''}")
+
+    staged = stage(files, include_dirs, work / "stage")
+    rocm = sides.get("rocm")
+    version = request.hip_version
+    if version is None and rocm is not None and rocm.toolchain is not None:
+        version = rocm.toolchain.version
+    out_root = work / "hip"
+    result = hipify_tree(
+        staged.roots, out_root, HipifyOptions(hip_version=version, mapping_overrides=request.mappings, jobs=1)
+    )
+    done += 1
+    findings = [
+        Finding(
+            staged.original(f.file),
+            f.line,
+            f.column,
+            f.name,
+            kind=f.kind,
+            reason=f.reason,
+            suggestion=f.suggestion,
+            blocking=f.blocking,
+            rule=f.rule,
+        )
+        for f in result.findings
+    ]
+    outputs = {staged.original(s): o for s, o in result.outputs.items()}
+    diffs = [_diff(staged.original(s), s, o, out_root) for s, o in sorted(result.outputs.items())]
+    mapper = _Mapper(result.outputs, staged)
+
+    jobs: list[tuple[Side, Path, Path, Path, list[Path]]] = []
+    for side in active:
+        for unit in units:
+            obj = work / "obj" / side.name / (unit.name + ".o")
+            if side.name == "cuda":
+                jobs.append((side, unit, unit, obj, [unit.parent, *include_dirs]))
+            else:
+                out = outputs.get(unit)
+                if out is None:  # hipify could not read it: reported as a blocking finding
+                    continue
+                jobs.append((side, unit, out, obj, [out.parent, out_root]))
+    side_results = {name: SideResult(s) for name, s in sides.items()}
+    with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
+        futures = [
+            (
+                side,
+                pool.submit(
+                    _compile,
+                    side=side,
+                    source=unit,
+                    compiled=compiled,
+                    obj=obj,
+                    include_dirs=incs,
+                    environ=request.environ,
+                    mapper=mapper,
+                ),
+            )
+            for side, unit, compiled, obj, incs in jobs
+        ]
+        for side, fut in futures:
+            unit_result = fut.result()
+            done += 1
+            tick(done, total, f"{SIDE_LABEL[side.name]} {shown(unit_result.source)}")
+            side_results[side.name].units.append(unit_result)
+    return PortResult(
+        request=request,
+        sources=files,
+        units=units,
+        hipify=result,
+        findings=findings,
+        sides=side_results,
+        diffs=diffs,
+        outputs=outputs,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,116 @@
+"""Find the two compilers the way the build backend does (build_backend.toolchain.detect), per side.
+
+A side whose toolkit is missing is not an error: it is skipped, with the backend's own explanation of
+what was probed and how to fix it. CUDA: CUDA_HOME/CUDA_PATH (then /usr/local/cuda), NCCL_HOME. ROCm:
+ROCM_HOME/ROCM_PATH (then /opt/rocm), RCCL_HOME, HIP_CLANG_PATH.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from build_backend.errors import BuildError
+from build_backend.settings import Settings
+from build_backend.toolchain import Toolchain, detect
+
+SIDES = ("cuda", "rocm")
+SIDE_LABEL = {"cuda": "CUDA", "rocm": "ROCm"}
+COLLECTIVE_SONAME_MACRO = "MONARCH_COLLECTIVE_SONAME"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the port: a toolchain to compile with, or why there is none."""
+
+    name: str  # "cuda" | "rocm"
+    toolchain: Toolchain | None
+    skipped: str = ""  # why the side is skipped (empty when a toolchain was found)
+
+    @property
+    def label(self) -> str:
+        return SIDE_LABEL[self.name]
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return self.toolchain.archs if self.toolchain else ()
+
+    def describe(self) -> str:
+        tc = self.toolchain
+        if tc is None:
+            return f"{self.label}: skipped"
+        what = "nvcc" if self.name == "cuda" else "HIP-Clang"
+        version = f" {tc.version_text}" if tc.version_text else ""
+        return f"{self.label}{version} ({what} {tc.compiler}; archs {', '.join(display_archs(self))})"
+
+
+def display_archs(side: Side) -> list[str]:
+    return [f"sm_{a}" if side.name == "cuda" else a for a in side.archs]
+
+
+def find_side(
+    name: str, archs: Sequence[str], environ: Mapping[str, str], *, enabled: bool = True, why_disabled: str = ""
+) -> Side:
+    """The toolchain of one side, with ``archs`` checked against its compiler (empty: the backend's defaults)."""
+    if not enabled:
+        return Side(name, None, why_disabled)
+    option = f"--{name}-archs"
+    try:
+        tc = detect(Settings(platform=name, archs=tuple(archs), sources={"archs": option}), environ)
+    except BuildError as err:
+        # The backend speaks of -C settings; here the same choice is a command-line option.
+        return Side(name, None, str(err).replace("-C archs=", f"{option} "))
+    return Side(name, tc)
+
+
+def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[Path]) -> list[str]:
+    """The command that compiles one translation unit as the build does (CMake's flags, without CMake)."""
+    tc = side.toolchain
+    assert tc is not None and tc.compiler is not None
+    includes = [f"-I{d}" for d in (*include_dirs, *([tc.collective_include] if tc.collective_include else []))]
+    define = f'-D{COLLECTIVE_SONAME_MACRO}="{tc.collective_soname}"'
+    if side.name == "cuda":
+        gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in tc.archs]
+        return [
+            os.fspath(tc.compiler),
+            "-x",
+            "cu",
+            "-std=c++17",
+            "-Xcompiler",
+            "-fPIC",
+            *gencode,
+            *includes,
+            define,
+            "-c",
+            os.fspath(source),
+            "-o",
+            os.fspath(obj),
+        ]
+    assert tc.root is not None and tc.device_lib_dir is not None
+    return [
+        os.fspath(tc.compiler),
+        "-x",
+        "hip",
+        *[f"--offload-arch={a}" for a in tc.archs],
+        f"--rocm-path={tc.root}",
+        f"--hip-device-lib-path={tc.device_lib_dir}",
+        "-std=c++17",
+        "-fPIC",
+        *includes,
+        define,
+        "-c",
+        os.fspath(source),
+        "-o",
+        os.fspath(obj),
+    ]
+
+
+def compile_env(side: Side, environ: Mapping[str, str]) -> dict[str, str]:
+    env = dict(environ)
+    if side.toolchain is not None:
+        env.update(side.toolchain.env)
+    if side.name == "rocm":
+        env["HIP_PLATFORM"] = "amd"  # with an nvcc on PATH, HIP tools silently switch to NVIDIA otherwise
+    return env
