@@ -81,20 +81,34 @@ def test_run_with_wheel_passes_on_a_good_wheel_and_fails_on_a_bad_one(make_wheel
     assert res.returncode == 0, res.stdout + res.stderr
     assert "row cpu-x86_64: PASSED" in res.stdout
     assert f"import py{PY}" in res.stdout
-    # The backend writes linux_<arch>: without the flavour's repair step (auditwheel) that fails...
+    # A linux_<arch> wheel (no repair ran) fails...
     unrepaired = make_wheel(plat="linux_x86_64")
-    res = ci("run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY, "--no-repair")
+    res = ci("run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY)
     assert res.returncode == 1
     assert "FAIL tag: platform tag 'linux_x86_64'" in res.stdout
+    assert "not manylinux-tagged" in res.stdout
     assert "row cpu-x86_64: FAILED" in res.stdout
-    # ...and with it (the default, as in the workflow) the copy that is validated is manylinux.
-    res = ci("run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert unrepaired.exists()  # the given wheel is left alone
-    # A wheel broken beyond repair still fails: an RPATH that leaks the build machine.
+    # A wheel that leaks the build machine's path in its RPATH fails.
     leaky = make_wheel(elves=[ElfSpec(rpath="/home/runner/work/target")])
-    res = ci("run", "cpu-x86_64", "--wheel", str(leaky), "--python", PY, "--no-test", "--no-repair")
+    res = ci("run", "cpu-x86_64", "--wheel", str(leaky), "--python", PY, "--no-test")
     assert res.returncode == 1 and "FAIL rpath" in res.stdout
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="synthetic wheels are tagged x86_64")
+def test_a_declared_repair_step_runs_on_a_copy(make_wheel: WheelFactory, tmp_path: Path) -> None:
+    """A flavour's `repair` argv (here auditwheel repair) runs after the build, and with --wheel on a copy."""
+    text = DEFAULT_MATRIX.read_text()
+    start = text.index("[flavour.cpu]")
+    at = text.index("repair = []", start)
+    path = tmp_path / "matrix.toml"
+    path.write_text(text[:at] + 'repair = ["auditwheel", "repair", "-w", "{outdir}", "{wheel}"]' + text[at + 11 :])
+    unrepaired = make_wheel(plat="linux_x86_64")
+    res = ci("--matrix", str(path), "run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "as cpu-x86_64: " in res.stdout and "-manylinux" in res.stdout
+    assert unrepaired.exists()  # the given wheel is left alone
+    res = ci("--matrix", str(path), "run", "cpu-x86_64", "--wheel", str(unrepaired), "--python", PY, "--no-repair")
+    assert res.returncode == 1
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="synthetic wheels are tagged x86_64")
