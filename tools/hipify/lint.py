@@ -33,80 +33,97 @@ MARKER = b"hipify: ignore"
 # the context a look-behind would need is checked in Python at the (few) candidates:
 #   "word": the match must not continue an identifier; "ctx": ... and its line must mention
 #   thread/lane/warp indexing, shared memory, a shuffle or a loop; "ballot": see _ballot_context.
-_RULES: dict[str, tuple[bytes, str, str, bool, str]] = {
+# Each rule has one or more patterns; each pattern starts with a literal of 2+ bytes where possible, so
+# the regex engine finds candidates with its fast literal search rather than trying every offset.
+_RULES: dict[str, tuple[tuple[bytes, ...], str, str, bool, str]] = {
     "warp-size-literal": (
-        rb"32(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)?(?![\w.'])",
+        (rb"32(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)?(?![\w.'])",),
         "literal 32 used as the warp size; AMD CDNA GPUs run 64-lane wavefronts",
         "use warpSize (device code) or a constant from __AMDGCN_WAVEFRONT_SIZE / hipDeviceProp_t::warpSize",
         True,
         "ctx",
     ),
     "lane-math": (
-        rb"&\s*(?:31|0x1[fF])(?![\w.])|%\s*32(?![\w.])|>>\s*5(?![\w.])",
+        (rb"&\s*(?:31|0x1[fF])(?![\w.])", rb"%\s*32(?![\w.])", rb">>\s*5(?![\w.])"),
         "lane/warp index computed assuming 32 lanes (& 31, % 32, >> 5)",
         "use warpSize: lane = tid % warpSize, warp = tid / warpSize",
         True,
         "ctx-any",
     ),
     "warp-reduce-16": (
-        rb"for\s*\([^;)]*=\s*16\s*;[^;]*;[^)]*(?:/=\s*2|>>=\s*1)",
+        (rb"for\s*\([^;)]*=\s*16\s*;[^;]*;[^)]*(?:/=\s*2|>>=\s*1)",),
         "shuffle-reduction loop starting at offset 16 reduces only 32 lanes",
         "start at warpSize / 2",
         True,
         "word",
     ),
     "lane-mask-32": (
-        rb"_sync\s*\(\s*(?:0[xX][fF]{8}[uU]?[lL]{0,2}|~0[uU]?)(?![\w])",
+        (rb"_sync\s*\(\s*(?:0[xX][fF]{8}[uU]?[lL]{0,2}|~0[uU]?)(?![\w])",),
         "32-bit lane mask passed to a *_sync intrinsic; HIP lane masks are 64-bit",
         "pass __activemask() or a 64-bit mask (0xffffffffffffffffull)",
         True,
         "sync",
     ),
     "ballot-32": (
-        rb"__(?:ballot(?:_sync)?|activemask)\b",
+        (rb"__ballot(?:_sync)?\b", rb"__activemask\b"),
         "__ballot/__activemask return 64 bits on AMD; a 32-bit variable or __popc/__ffs drops half the lanes",
         "keep the result in uint64_t / unsigned long long and use __popcll / __ffsll",
         True,
         "ballot",
     ),
     "inline-asm": (
-        rb"asm\s*(?:volatile\s*|__volatile__\s*)?\(",
+        (rb"asm\s*(?:volatile\s*|__volatile__\s*)?\(",),
         "inline assembly (PTX) cannot be translated",
         "replace with HIP intrinsics or guard with #ifdef __HIP_PLATFORM_NVIDIA__",
         True,
         "asm",
     ),
     "cuda-arch-compare": (
-        rb"__CUDA_ARCH__\s*(?:[<>]=?|==|!=)\s*\d",
+        (rb"__CUDA_ARCH__\s*(?:[<>]=?|==|!=)\s*\d",),
         "__CUDA_ARCH__ compared with a compute capability; AMD targets have no such number",
         "test features instead (e.g. __HIP_DEVICE_COMPILE__, __gfx90a__) or guard with __HIP_PLATFORM_AMD__",
         True,
         "word",
     ),
     "texture-reference": (
-        rb"texture\s*<|surface\s*<",
+        (rb"texture\s*<", rb"surface\s*<"),
         "texture/surface references are not supported by HIP (removed in CUDA 12 too)",
         "use texture objects (hipTextureObject_t) or plain global-memory loads",
         True,
         "word",
     ),
     "texture-fetch": (
-        rb"tex(?:[123]D\w*|1Dfetch|Cubemap\w*)\s*(?:<[^;>()]*>\s*)?\(|surf(?:[123]D\w*|Cubemap\w*)\s*(?:<[^;>()]*>\s*)?\(",
+        (
+            rb"tex(?:[123]D\w*|1Dfetch|Cubemap\w*)\s*(?:<[^;>()]*>\s*)?\(",
+            rb"surf(?:[123]D\w*|Cubemap\w*)\s*(?:<[^;>()]*>\s*)?\(",
+        ),
         "texture/surface fetch: HIP supports only part of these (formats, layered/cubemap variants)",
         "check the HIP texture API for this call, or use global-memory loads",
         False,
         "word",
     ),
     "coop-groups": (
-        rb"this_cluster\b|cluster_group\b|memcpy_async\b|labeled_partition\b|binary_partition\b|invoke_one\b"
-        rb"|reduce_update_async\b|wait_prior\b|block_tile_memory\b",
+        tuple(
+            name + rb"\b"
+            for name in (
+                b"this_cluster",
+                b"cluster_group",
+                b"memcpy_async",
+                b"labeled_partition",
+                b"binary_partition",
+                b"invoke_one",
+                b"reduce_update_async",
+                b"wait_prior",
+                b"block_tile_memory",
+            )
+        ),
         "cooperative-groups feature that HIP does not provide",
         "restructure with thread_block / tiled_partition, or guard with __HIP_PLATFORM_NVIDIA__",
         True,
         "word",
     ),
     "grid-sync": (
-        rb"this_grid\s*\(\s*\)\s*\.\s*sync\s*\(|grid\.sync\s*\(",
+        (rb"this_grid\s*\(\s*\)\s*\.\s*sync\s*\(", rb"grid\.sync\s*\("),
         "grid-wide sync needs a cooperative launch and device support",
         "launch with hipLaunchCooperativeKernel and check hipDeviceAttributeCooperativeLaunch",
         False,
@@ -116,7 +133,7 @@ _RULES: dict[str, tuple[bytes, str, str, bool, str]] = {
 
 # lane-math runs before warp-size-literal: a "% 32" is one hazard, not two.
 _ORDER = ["lane-math", *(r for r in _RULES if r != "lane-math")]
-_COMPILED = [(rule, re.compile(_RULES[rule][0]), _RULES[rule]) for rule in _ORDER]
+_COMPILED = [(rule, re.compile(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
 _CONTEXT = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\(")
 _CONTEXT_NO_LOOP = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl")

@@ -303,6 +303,11 @@ class MappingDatabase:
     def names(self) -> Iterable[str]:
         return self._rows.keys()
 
+    def raw_cells(self, cuda_name: str) -> list[str] | None:
+        """The row's cells after ``cuda_name`` (``COLUMNS[1:]`` order), unparsed; ``None`` when unknown."""
+        row = self._rows.get(cuda_name)
+        return None if row is None else row[0].split("\t")
+
     def raw_hip_name(self, cuda_name: str) -> str | None:
         """The HIP name cell without parsing the whole entry (``None`` when the name is unknown)."""
         row = self._rows.get(cuda_name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tools.hipify.downgrade import load_downgrades, rewrite_call
+from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 
 # Bytes that continue an identifier. Bytes >= 0x80 count as identifier bytes so that a CUDA name glued to
@@ -96,12 +96,19 @@ _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking
 
 
 class _Action:
-    __slots__ = ("finding", "namespace_only", "replacement")
+    __slots__ = ("downgrade", "finding", "namespace_only", "replacement")
 
-    def __init__(self, replacement: bytes | None, finding: _FindingSpec | None, namespace_only: bool = False) -> None:
+    def __init__(
+        self,
+        replacement: bytes | None,
+        finding: _FindingSpec | None,
+        namespace_only: bool = False,
+        downgrade: Downgrade | None = None,
+    ) -> None:
         self.replacement = replacement  # None: leave the name
         self.finding = finding
         self.namespace_only = namespace_only
+        self.downgrade = downgrade  # a call rewrite for an older HIP target (tried first)
 
 
 _NO_ACTION = _Action(None, None)
@@ -134,9 +141,14 @@ def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[b
     """
     idc = rb"[" + _IDC + rb"]*"
     by_first: dict[int, list[bytes]] = {
-        ord("/"): [rb"(?P<lc>/(?:[^\\\n]|\\\r\n|\\.)*)", rb"(?P<bc>\*.*?(?:\*/|\Z))"],
-        ord('"'): [rb"(?P<str>(?:[^\"\\\n]|\\\r\n|\\.)*\"?)"],
-        ord("'"): [rb"(?P<chr>(?:[^'\\\n]|\\.)*'?)"],
+        # "Unrolled" loops (a plain character class repeated, escapes in between): twice as fast in
+        # Python's backtracking engine as per-character alternation. "\\" + CRLF continues a line.
+        ord("/"): [
+            rb"(?P<lc>/[^\n\\]*(?:\\(?:\r\n|.)[^\n\\]*)*)",
+            rb"(?P<bc>\*[^*]*\*+(?:[^/*][^*]*\*+)*/|\*.*)",
+        ],
+        ord('"'): [rb"(?P<str>[^\"\\\n]*(?:\\(?:\r\n|.)[^\"\\\n]*)*\"?)"],
+        ord("'"): [rb"(?P<chr>[^'\\\n]*(?:\\.[^'\\\n]*)*'?)"],
         ord("#"): [rb"(?P<inc>[ \t]*include(?:_next)?[ \t]*(?P<open>[<\"])(?P<path>[^>\"\r\n]*)[>\"])"],
         ord("R"): [rb"(?P<raw>\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")"],
     }
@@ -191,13 +203,16 @@ class Translator:
         self.report_unmapped = report_unmapped
         self._cache: dict[bytes, _Action] = {}
         prefixes = set(_CORE_PREFIXES)
+        core = ("cu", "CU", "__", "nv", "NV", "Cu")
+        ident = _IDENT_NAME.match
         for name in db.names():
-            if name[:2] in ("cu", "CU", "__", "nv", "NV", "Cu") or not _IDENT_NAME.match(name):
+            if name[:2] in core or not ident(name):
                 continue  # covered already, or a header path
-            hip = db.raw_hip_name(name)
-            if hip == name:
-                entry = db.lookup(name)
-                if entry is None or entry.available_in(hip_version):
+            cells = db.raw_cells(name)
+            # cells: hip_name kind library supported hip_added hip_deprecated hip_removed ...
+            if cells is not None and cells[0] == name and cells[3] == "1" and not cells[6]:
+                added = [*cells[4].split("."), "0"]
+                if hip_version is None or not added[0] or (int(added[0]), int(added[1])) <= hip_version:
                     continue  # identity and available: nothing to do, do not even stop on it
             # Other names are few: match them whole, so that e.g. "int" does not stop the scanner.
             prefixes.add(name.encode("latin-1"))
@@ -216,6 +231,9 @@ class Translator:
         act = self._cache.get(name)
         if act is None:
             act = self._decide(name)
+            dg = self.downgrades.get(name)
+            if dg is not None:
+                act = _Action(act.replacement, act.finding, act.namespace_only, dg)
             self._cache[name] = act
         return act
 
@@ -340,7 +358,6 @@ class Translator:
         cache = self._cache
         changed = False
         tcs = self.translate_comments_and_strings
-        downgrades = self.downgrades
         skip_until = 0  # input consumed by a downgrade rewrite (e.g. a dropped lane mask)
         idc = _IDC_SET
         scan_from = 0
@@ -348,27 +365,18 @@ class Translator:
             restart = -1
             for m in self.scanner.finditer(data, scan_from):
                 kind = m.lastgroup
-                mstart = m.start()
-                if mstart < skip_until:
-                    continue
-                if kind is None:  # a candidate identifier (or a number with digit separators)
-                    if mstart and data[mstart - 1] in idc:
+                if kind is None:  # a candidate identifier: the hot path
+                    start, end = m.span()
+                    if (start and data[start - 1] in idc) or start < skip_until:
                         continue  # inside a longer identifier (or a number like 0x1CU): not a name
-                    kind = "id"
-                elif kind == "chr":
-                    if mstart and data[mstart - 1] in idc and data[_token_start(data, mstart)] in _DIGITS:
-                        restart = mstart + 1  # C++14 digit separator (1'000): not a character literal
-                        break
-                elif kind == "inc":
-                    line_start = data.rfind(b"\n", 0, mstart) + 1
-                    if data[line_start:mstart].strip(b" \t\r\f\v"):
-                        continue  # a '#' that does not start a directive
-                if kind == "id":
                     name = m.group()
-                    dg = downgrades.get(name) if downgrades else None
-                    if dg is not None:
-                        start, end = m.span()
-                        rewrite = rewrite_call(data, end, dg)
+                    act = cache.get(name)
+                    if act is None:
+                        act = action(name)
+                    if act is _NO_ACTION:
+                        continue
+                    if act.downgrade is not None:
+                        rewrite = rewrite_call(data, end, act.downgrade)
                         if rewrite is not None:
                             text, resume = rewrite
                             out.append(data[pos:start])
@@ -376,27 +384,8 @@ class Translator:
                             olen += start - pos + len(text)
                             pos = skip_until = resume
                             changed = True
-                            findings.append(
-                                RawFinding(
-                                    start,
-                                    dg.cuda_name,
-                                    "hazard",
-                                    f"HIP < {format_version(dg.below)} has no {dg.cuda_name}: rewritten to "
-                                    f"{dg.replacement.decode('latin-1')}"
-                                    + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
-                                    "correct only when every lane of the mask is active; raise --hip-version to "
-                                    f"{format_version(dg.below)} to keep the mask",
-                                    False,
-                                    "sync-mask-dropped",
-                                )
-                            )
+                            findings.append(_downgrade_finding(start, act.downgrade))
                             continue
-                    act = cache.get(name)
-                    if act is None:
-                        act = action(name)
-                    if act is _NO_ACTION:
-                        continue
-                    start, end = m.span()
                     if act.namespace_only and not _namespace_context(data, start, end):
                         continue
                     if act.finding is not None:
@@ -408,7 +397,32 @@ class Translator:
                         olen += start - pos + len(act.replacement)
                         pos = end
                         changed = True
-                elif kind in ("lc", "bc", "str", "raw", "chr"):
+                    continue
+                mstart = m.start()
+                if mstart < skip_until:
+                    continue
+                if kind in ("lc", "bc"):
+                    spans.append(m.span())
+                    if tcs:
+                        start, end = m.span()
+                        text = m.group()
+                        new = self._ident.sub(self._sub_in_text, text)
+                        if new != text:
+                            out.append(data[pos:start])
+                            out.append(new)
+                            olen += start - pos + len(new)
+                            pos = end
+                            changed = True
+                    continue
+                if kind == "chr":
+                    if mstart and data[mstart - 1] in idc and data[_token_start(data, mstart)] in _DIGITS:
+                        restart = mstart + 1  # C++14 digit separator (1'000): not a character literal
+                        break
+                elif kind == "inc":
+                    line_start = data.rfind(b"\n", 0, mstart) + 1
+                    if data[line_start:mstart].strip(b" \t\r\f\v"):
+                        continue  # a '#' that does not start a directive
+                if kind in ("str", "raw", "chr"):
                     start, end = m.span()
                     if kind == "raw":
                         start = _token_start(data, start)
@@ -470,9 +484,6 @@ class Translator:
                                 pstart,
                             )
                         )
-                        if finding is None and _CUDA_LOOKING_HEADER.match(path) and not path.startswith(b"thrust/"):
-                            # maybe a project header; the tree pass decides (see Include)
-                            pass
                 elif kind == "launch":
                     launches.append((olen + (mstart - pos), mstart))
             scan_from = restart
@@ -505,6 +516,20 @@ class Translator:
         if act.replacement is None or act.namespace_only:
             return m.group()
         return act.replacement
+
+
+def _downgrade_finding(offset: int, dg: Downgrade) -> RawFinding:
+    below = format_version(dg.below)
+    return RawFinding(
+        offset,
+        dg.cuda_name,
+        "hazard",
+        f"HIP < {below} has no {dg.cuda_name}: rewritten to {dg.replacement.decode('latin-1')}"
+        + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
+        f"correct only when every lane of the mask is active; raise --hip-version to {below} to keep the mask",
+        False,
+        "sync-mask-dropped",
+    )
 
 
 def _namespace_context(data: bytes, start: int, end: int) -> bool:
