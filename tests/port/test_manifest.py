@@ -32,7 +32,7 @@ def csrc(tmp_path: Path) -> Path:
 def test_entry_points_need_the_right_shape() -> None:
     text = (KERNELS / "two_entries.cu").read_text()
     assert entry_points(text) == ["mr_kernel_a", "mr_kernel_b"]
-    assert entry_points("// extern \"C\" cudaError_t x(void* d, size_t n, cudaStream_t s) {}\n") == []
+    assert entry_points('// extern "C" cudaError_t x(void* d, size_t n, cudaStream_t s) {}\n') == []
     assert entry_points('extern "C" cudaError_t e(void*, size_t, cudaStream_t) {') == ["e"]
 
 

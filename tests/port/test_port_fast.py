@@ -16,6 +16,7 @@ from _support import ROOT
 from conftest import DATA, Runner
 
 from tools.errors import ToolError
+from tools.hipify.lint import _RULES  # the lint's rule table
 from tools.port.engine import PortRequest, run_port
 from tools.port.linemap import LineMap
 from tools.port.render import caret_line
@@ -58,8 +59,6 @@ def test_planted_hazard_class_found_at_its_lines(path: Path) -> None:
 
 
 def test_every_hazard_class_is_planted() -> None:
-    from tools.hipify.lint import _RULES  # the lint's rule table
-
     planted = {rule for p in HAZARDS.glob("*.cu") for rule, _, _ in _expected(p)}
     assert set(_RULES) | {"cuda-only-header", "version", "unsupported"} <= planted
 
@@ -84,7 +83,7 @@ def test_project_headers_are_hipified_with_the_file() -> None:
     assert hip.name == "scale2.hip"
     diff = next(d.text for d in result.diffs if d.source == KERNELS / "scale2.cu")
     assert '-#include "bridge.h"' in diff and '+#include "bridge_hip.h"' in diff
-    assert "+extern \"C\" hipError_t mr_kernel_scale2" in diff
+    assert '+extern "C" hipError_t mr_kernel_scale2' in diff
 
 
 def test_staging_never_writes_sources_and_maps_back(tmp_path: Path) -> None:
@@ -164,7 +163,7 @@ def test_blocking_findings_fail_and_show_caret(tools_cli: Runner, bare_env: dict
     assert proc.returncode == 1
     out = proc.stdout
     assert "lane_math.cu:5:26: hazard [lane-math] (blocking)" in out
-    line = "  int lane = threadIdx.x & 31;  // expect: lane-math \"& 31\""
+    line = '  int lane = threadIdx.x & 31;  // expect: lane-math "& 31"'
     assert f"      5 | {line}" in out
     caret_row = out.splitlines()[out.splitlines().index(f"      5 | {line}") + 1]
     assert caret_row == "        | " + " " * 25 + "^"
