@@ -12,7 +12,7 @@ from pathlib import Path
 from build_backend import log
 from build_backend.errors import BuildError
 from build_backend.hipify_stage import BridgeSources
-from build_backend.paths import Layout
+from build_backend.paths import Layout, check_path
 from build_backend.process import run
 from build_backend.settings import Settings
 from build_backend.toolchain import Toolchain
@@ -45,6 +45,19 @@ def cmake_version(cmake: Path) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+def _hip_flag_path(path: Path) -> Path:
+    """CMake's HIP compiler identification splits CMAKE_HIP_FLAGS at white space whatever the quoting, and
+    fails on non-ASCII paths, so the ROCm paths in it must be plain: use the real path behind symlinks."""
+    real = path.resolve()
+    if not real.as_posix().isascii() or any(c.isspace() for c in real.as_posix()):
+        raise BuildError(
+            f"the ROCm path {path} (real path {real}) contains white space or non-ASCII characters, which CMake's "
+            "HIP compiler identification cannot handle. Point ROCM_HOME at a symlink to it, or at a copy, whose "
+            "real path is plain ASCII without spaces (e.g. ln -s '<your path>' /opt/rocm)."
+        )
+    return real
+
+
 def build_bridge(
     toolchain: Toolchain, layout: Layout, settings: Settings, sources: BridgeSources, environ: Mapping[str, str]
 ) -> Path:
@@ -56,6 +69,13 @@ def build_bridge(
             f"{cmake} is older than CMake {MIN_CMAKE[0]}.{MIN_CMAKE[1]}, which the HIP language needs. "
             "pip install 'cmake>=3.28'."
         )
+    for path, what in (
+        (toolchain.root, "the toolkit root"),
+        (toolchain.compiler, "the compiler"),
+        (toolchain.collective_include, "the collective library's include directory"),
+    ):
+        if path is not None:
+            check_path(path, what)
     build = layout.sub("cmake")
     assert toolchain.compiler is not None and toolchain.collective_include is not None
     include_dirs = (*sources.include_dirs, toolchain.collective_include)
@@ -83,13 +103,14 @@ def build_bridge(
         ]
     else:
         assert toolchain.root is not None and toolchain.device_lib_dir is not None
+        hip_root, device_libs = _hip_flag_path(toolchain.root), _hip_flag_path(toolchain.device_lib_dir)
         args += [
             "-DMONARCH_GPU_LANGUAGE=HIP",
             f"-DCMAKE_HIP_COMPILER={toolchain.compiler}",
             "-DCMAKE_HIP_PLATFORM=amd",
             f"-DCMAKE_HIP_ARCHITECTURES={';'.join(toolchain.archs)}",
-            f"-DCMAKE_HIP_FLAGS=--rocm-path={toolchain.root} --hip-device-lib-path={toolchain.device_lib_dir}",
-            f"-DCMAKE_PREFIX_PATH={toolchain.root}",
+            f"-DCMAKE_HIP_FLAGS=--rocm-path={hip_root} --hip-device-lib-path={device_libs}",
+            f"-DCMAKE_PREFIX_PATH={hip_root}",
         ]
     env = {**environ, **toolchain.env}
     fix = "Check the compiler messages above; `python -m tools check` compiles csrc/ for both platforms."
@@ -100,6 +121,10 @@ def build_bridge(
         out = run(
             [os.fspath(cmake), "--build", os.fspath(build), *jobs], env=env, what="compiling the C++ bridge", fix=fix
         )
-        if "no work to do" in out:
-            log.info("compile: ninja: no work to do")
+        rebuilt = sum(1 for line in out.splitlines() if re.match(r"\[\d+/\d+\] Building ", line))
+        log.info(
+            "compile: ninja: no work to do"
+            if "no work to do" in out
+            else f"compile: {rebuilt} translation units rebuilt"
+        )
     return build

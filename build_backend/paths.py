@@ -3,6 +3,7 @@ replace them inside binaries so no build-machine path is ever shipped."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,37 @@ class Layout:
         return path
 
 
+# Characters a path cannot hold on its way through CMake and Ninja: CMake separates list items with ';',
+# and Ninja runs every command through /bin/sh after its own '$' expansion, so '$', '`', '"' and '\'
+# would be interpreted there rather than passed as part of a single argument.
+UNSAFE_PATH_CHARACTERS = (";", "$", "`", '"', "\\", "\n", "\r")
+
+
+def check_path(path: Path, what: str) -> None:
+    bad = [c for c in UNSAFE_PATH_CHARACTERS if c in str(path)]
+    if bad:
+        raise BuildError(
+            f"{what} {str(path)!r} contains {', '.join(repr(c) for c in bad)}, which CMake and Ninja cannot pass "
+            "to a compiler as part of one argument (';' separates CMake lists; Ninja runs commands through "
+            "/bin/sh). Rename it, or choose another directory."
+        )
+
+
+def default_build_dir(source: Path, platform: str) -> Path:
+    """build/<platform> in the source tree; a per-user cache directory when the tree is read-only."""
+    if os.access(source, os.W_OK):
+        return source / "build" / platform
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(source).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return cache / "monarch-runtime" / "build" / f"{digest}-{platform}"
+
+
 def make_layout(source: Path, build_dir: Path | None, platform: str) -> Layout:
     source = source.resolve()
-    build = build_dir if build_dir is not None else source / "build" / platform
+    check_path(source, "the source tree")
+    build = build_dir if build_dir is not None else default_build_dir(source, platform)
     build = build if build.is_absolute() else (source / build)
+    check_path(build, "the build directory")
     try:
         build.mkdir(parents=True, exist_ok=True)
     except OSError as err:

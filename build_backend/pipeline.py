@@ -10,7 +10,8 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from build_backend import compile as compile_stage
 from build_backend import hipify_stage, kernels, log, repair, rust, settings, toolchain, wheel
 from build_backend.errors import BuildError
+from build_backend.lock import build_lock
 from build_backend.paths import Layout, make_layout
 
 if sys.version_info >= (3, 11):
@@ -97,8 +99,12 @@ class Payload:
     build_info: bytes
 
 
-def build_payload(source: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]) -> Payload:
-    """Stages 1-5: settings, detect, hipify, compile, cargo."""
+@contextmanager
+def payload_built(
+    source: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
+) -> Iterator[Payload]:
+    """Stages 1-5: settings, detect, hipify, compile, cargo. The build directory stays locked while the
+    caller packs what was built (it reads files from there)."""
     pyproject = read_pyproject(source)
     opts = settings.load(config_settings, environ, pyproject)
     with log.stage("detect", "toolchain and architectures"):
@@ -113,21 +119,27 @@ def build_payload(source: Path, config_settings: Mapping[str, object] | None, en
             )
         )
     layout = make_layout(source, opts.build_dir, tc.platform)
-    bridge_dir = None
-    if tc.platform != "cpu":
-        sources = hipify_stage.prepare(tc, layout, opts)
-        bridge_dir = compile_stage.build_bridge(tc, layout, opts, sources, environ)
-    extension = rust.build_extension(tc, layout, opts, bridge_dir, environ)
-    meta = _metadata(pyproject, source, tc)
-    info = wheel.build_info_json(build_info(tc, meta, opts.debug, kernels.read_manifest(layout.csrc)))
-    return Payload(tc, opts, layout, meta, extension, info)
+    log.info(f"build directory: {layout.build}")
+    with build_lock(layout.build):
+        bridge_dir = None
+        if tc.platform != "cpu":
+            sources = hipify_stage.prepare(tc, layout, opts)
+            bridge_dir = compile_stage.build_bridge(tc, layout, opts, sources, environ)
+        extension = rust.build_extension(tc, layout, opts, bridge_dir, environ)
+        meta = _metadata(pyproject, source, tc)
+        info = wheel.build_info_json(build_info(tc, meta, opts.debug, kernels.read_manifest(layout.csrc)))
+        yield Payload(tc, opts, layout, meta, extension, info)
 
 
 def build_wheel_into(
     source: Path, out_dir: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
 ) -> Path:
     start = time.perf_counter()
-    payload = build_payload(source, config_settings, environ)
+    with payload_built(source, config_settings, environ) as payload:
+        return _pack_wheel(source, out_dir, payload, environ, start)
+
+
+def _pack_wheel(source: Path, out_dir: Path, payload: Payload, environ: Mapping[str, str], start: float) -> Path:
     package_dir = source / "python" / wheel.PACKAGE
     files: dict[str, Path | bytes] = {
         f"{wheel.PACKAGE}/{p.relative_to(package_dir).as_posix()}": p
@@ -155,7 +167,11 @@ def build_editable_into(
     sources in python/monarch_runtime/ (ignored by git), and the wheel holds only a .pth file that puts
     python/ on sys.path. Python edits show at once; after a C++/Rust edit, run the same
     `pip install -e .` again: the build directory is reused, so only what changed is rebuilt."""
-    payload = build_payload(source, config_settings, environ)
+    with payload_built(source, config_settings, environ) as payload:
+        return _pack_editable(source, out_dir, payload)
+
+
+def _pack_editable(source: Path, out_dir: Path, payload: Payload) -> Path:
     package_dir = source / "python" / wheel.PACKAGE
     for name, data in (
         (f"{rust.EXTENSION_NAME}.abi3.so", payload.extension.read_bytes()),

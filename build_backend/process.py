@@ -36,6 +36,13 @@ def run(
     except OSError as err:
         raise BuildError(f"could not start {what}: {argv[0]}: {err.strerror}. {fix}".strip()) from None
     output = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode != 0 and "No space left on device" in output:
+        raise BuildError(
+            f'{what} ran out of disk space ("No space left on device")'
+            + (f" while working in {cwd}" if cwd else "")
+            + ". Free some space or choose a build directory on a larger disk with -C build-dir=PATH; "
+            "the next build resumes from what was completed."
+        )
     if proc.returncode != 0:
         tail = "\n".join(output.rstrip().splitlines()[-TAIL_LINES:])
         command = " ".join(shlex.quote(a) for a in argv)

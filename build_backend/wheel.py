@@ -98,6 +98,8 @@ def write_wheel(
     names = sorted(entries)
     record = "".join(f"{n},{_record_hash(entries[n])},{len(entries[n])}\n" for n in names) + f"{record_name},,\n"
     target = out_dir / wheel_name(metadata.version, tag)
+    for stale in out_dir.glob(".*.whl.partial"):  # left by a build killed with SIGKILL
+        stale.unlink(missing_ok=True)
     tmp = out_dir / f".{target.name}.partial"
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
@@ -110,9 +112,11 @@ def write_wheel(
                 zi.create_system = 3
                 zf.writestr(zi, data)
         tmp.replace(target)
-    except OSError as err:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
-        raise BuildError(f"could not write the wheel into {out_dir}: {err.strerror}.") from None
+        if isinstance(err, OSError):
+            raise BuildError(f"could not write the wheel into {out_dir}: {err.strerror}.") from None
+        raise
     if quiet:
         return target
     sizes = {n: len(d) for n, d in entries.items()}
