@@ -214,8 +214,12 @@ class Translator:
                 added = [*cells[4].split("."), "0"]
                 if hip_version is None or not added[0] or (int(added[0]), int(added[1])) <= hip_version:
                     continue  # identity and available: nothing to do, do not even stop on it
-            # Other names are few: match them whole, so that e.g. "int" does not stop the scanner.
-            prefixes.add(name.encode("latin-1"))
+            # Other names are few: match them whole (so that e.g. "int" does not stop the scanner), and only
+            # those that are renamed or blocking; a non-blocking note on a bare helper name like "umin"
+            # (often the project's own function) is not worth slowing every file down.
+            act = self._decide(name.encode("latin-1"))
+            if act.replacement is not None or (act.finding is not None and act.finding[3]):
+                prefixes.add(name.encode("latin-1"))
         # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
         self.downgrades = {
             name: dg
@@ -306,7 +310,7 @@ class Translator:
                 ),
                 ns,
             )
-        return _Action(repl, None, ns)
+        return _Action(repl, None, ns) if repl is not None else _NO_ACTION
 
     def header_action(self, path: bytes) -> tuple[bytes | None, _FindingSpec | None]:
         """For an include path: (replacement path or b"" to drop the include, finding)."""
