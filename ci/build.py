@@ -24,12 +24,16 @@ from ci.matrix import REPO_ROOT, Matrix, Row, default_toolchains_dir
 MODES = ("venv", "pip", "none")
 
 
-def build_argv(python: str, row: Row, outdir: Path, archs: Sequence[str], isolation: bool) -> list[str]:
+def build_argv(
+    python: str, row: Row, outdir: Path, archs: Sequence[str], *, isolation: bool, build_dir: Path | None = None
+) -> list[str]:
     # --config-settings, not -C: the build python's bundled pip may predate -C (pip 23.1).
     argv = [python, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "-w", str(outdir)]
     argv += ["--config-settings", f"platform={row.flavour.platform}"]
     if archs:
         argv += ["--config-settings", f"archs={';'.join(archs)}"]
+    if build_dir is not None:
+        argv += ["--config-settings", f"build-dir={build_dir.resolve()}"]
     if not isolation:
         argv.append("--no-build-isolation")
     return argv
@@ -76,6 +80,7 @@ def build(
     archs: Sequence[str] | None = None,
     python: str | None = None,
     mode: str = "venv",
+    build_dir: Path | None = None,
 ) -> Path:
     """Build the row's wheel into outdir (which must not already hold a wheel); return its path."""
     if mode not in MODES:
@@ -98,7 +103,14 @@ def build(
         exe = build_venv(exe)
     start = time.monotonic()
     proc.run(
-        build_argv(exe, row, outdir, row.flavour.archs if archs is None else archs, isolation=mode == "pip"),
+        build_argv(
+            exe,
+            row,
+            outdir,
+            row.flavour.archs if archs is None else archs,
+            isolation=mode == "pip",
+            build_dir=build_dir,
+        ),
         env=env,
         cwd=REPO_ROOT,
         what=f"building the {row.name} wheel",

@@ -129,6 +129,7 @@ def cmd_build(m: Matrix, args: argparse.Namespace) -> int:
         archs=_archs(args.archs),
         python=args.build_python,
         mode=args.build_mode,
+        build_dir=args.build_dir,
     )
     print(wheel)
     return 0
@@ -161,7 +162,9 @@ def cmd_run(m: Matrix, args: argparse.Namespace) -> int:
                 tmp = tempfile.mkdtemp(prefix=f"ci-{row.name}-")
                 out = Path(tmp)
             proc.log(f"[{row.name}] build")
-            wheel = build(row, m, out, archs=archs, python=args.build_python, mode=args.build_mode)
+            wheel = build(
+                row, m, out, archs=archs, python=args.build_python, mode=args.build_mode, build_dir=args.build_dir
+            )
         proc.log(f"[{row.name}] validate")
         ok = _validate(wheel, row, m, archs=archs, do_smoke=True, audit=True)
         if ok and not args.no_test:
@@ -235,6 +238,7 @@ def parser() -> argparse.ArgumentParser:
             help="venv: a cached venv of the build python with [build-system].requires (default, as in CI); "
             "pip: pip's build isolation; none: the interpreter as it is",
         )
+        sp.add_argument("--build-dir", type=Path, help="the backend's build directory (-C build-dir=)")
         sp.add_argument(
             "--no-build-isolation",
             action="store_const",
