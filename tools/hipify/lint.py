@@ -133,7 +133,32 @@ _RULES: dict[str, tuple[tuple[bytes, ...], str, str, bool, str]] = {
 
 # lane-math runs before warp-size-literal: a "% 32" is one hazard, not two.
 _ORDER = ["lane-math", *(r for r in _RULES if r != "lane-math")]
-_COMPILED = [(rule, re.compile(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]]
+# Rules about warps, lanes and cooperative groups only run on files with device code.
+_DEVICE_RULES = frozenset(
+    {
+        "warp-size-literal",
+        "lane-math",
+        "warp-reduce-16",
+        "lane-mask-32",
+        "ballot-32",
+        "coop-groups",
+        "grid-sync",
+        "texture-fetch",
+    }
+)
+_DEVICE_MARKERS = (b"__global__", b"__device__", b"__shared__", b"threadIdx")
+
+
+def _needle(pattern: bytes) -> bytes:
+    """The literal bytes a pattern starts with (a fast ``in`` test before running the regex)."""
+    m = re.match(rb"(?:[A-Za-z0-9_&%<>~]|\\.)+", pattern)
+    lit = m.group() if m else b""
+    return re.sub(rb"\\(.)", rb"\1", lit.split(b"(")[0].split(b"\\s")[0].split(b"\\w")[0].split(b"\\b")[0])
+
+
+_COMPILED = [
+    (rule, re.compile(pattern), _needle(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]
+]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
 _CONTEXT = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\(")
 _CONTEXT_NO_LOOP = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl")
@@ -188,7 +213,10 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
     out: list[RawFinding] = []
     idc = _IDC
     lane_math_ends: set[int] = set()
-    for rule, pattern, (_p, reason, suggestion, blocking, check) in _COMPILED:
+    device = any(marker in code for marker in _DEVICE_MARKERS)
+    for rule, pattern, needle, (_p, reason, suggestion, blocking, check) in _COMPILED:
+        if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
+            continue
         for m in pattern.finditer(code):
             start = m.start()
             if rule == "lane-math":
