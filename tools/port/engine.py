@@ -160,8 +160,14 @@ class PortResult:
         out: list[str] = []
         if self.blocking:
             n = len(self.blocking)
-            names = ", ".join(dict.fromkeys(f.name for f in self.blocking[:5]))
-            out.append(f"{n} blocking finding{'s' if n != 1 else ''} remain{'s' if n == 1 else ''} ({names})")
+            # A version finding's reason names the HIP version that has the API: worth the space.
+            what = [f.reason if f.kind == "version" else f"{f.name} [{f.rule or f.kind}]" for f in self.blocking[:5]]
+            more = f"; {n - 5} more" if n > 5 else ""
+            out.append(
+                f"{n} blocking finding{'s' if n != 1 else ''} remain{'s' if n == 1 else ''}: "
+                + "; ".join(dict.fromkeys(what))
+                + more
+            )
         for side in self.sides.values():
             if side.status == "failed":
                 first = next(iter(side.errors), None)
@@ -233,7 +239,7 @@ class _Mapper:
                 text = lines[line - 1] if 0 < line <= len(lines) else ""
                 if pattern is _NVCC_DIAG and text:
                     col = _nvcc_column(mapped_output, m.end(), text)
-                diag = Diagnostic(m.group("sev"), m.group("msg").strip(), file, line, col, text)
+                diag = Diagnostic(m.group("sev"), m.group("msg").strip(), shown(file), line, col, text)
                 found.append((m.start(), diag))
         out = [d for _, d in sorted(found, key=lambda x: x[0])]
         if returncode != 0 and not any(d.is_error for d in out):

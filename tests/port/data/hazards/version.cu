@@ -4,5 +4,5 @@
 extern "C" cudaError_t add_empty_node(cudaGraph_t graph) {
   cudaGraphNode_t node;
   cudaGraphNodeParams params{};  // expect: version "cudaGraphNodeParams"
-  return cudaGraphAddNode(&node, graph, nullptr, 0, &params);  // expect: version "cudaGraphAddNode"
+  return cudaGraphAddNode(&node, graph, nullptr, nullptr, 0, &params);  // expect: version "cudaGraphAddNode"
 }
