@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from ci_wheels import ElfSpec, WheelFactory
 
+from ci import pythons
 from ci.matrix import DEFAULT_MATRIX, REPO_ROOT, Matrix, host_arch
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -156,3 +157,11 @@ def test_python_m_ci_needs_no_third_party_packages_for_list(tmp_path: Path) -> N
     if "tomllib" in res.stderr:
         pytest.skip("python3 on PATH is older than 3.11")
     assert res.returncode == 0, res.stderr
+
+
+def test_old_python_gets_a_clear_message() -> None:
+    old = pythons.find("3.9") or pythons.find("3.10")
+    if old is None:
+        pytest.skip("no python 3.9/3.10 here")
+    res = subprocess.run([old, "-m", "ci", "list"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert_user_error(res, "needs Python 3.11 or newer")
