@@ -351,7 +351,8 @@ class Translator:
 
     def _translate(self, data: bytes) -> FileResult:
         out: list[bytes] = []
-        olen = 0  # bytes emitted so far
+        # Output offsets (for includes and launches) are computed on demand: emitted(pos) is the output
+        # length once everything before input offset ``pos`` is emitted (the hot path does no bookkeeping).
         pos = 0
         findings: list[RawFinding] = []
         includes: list[Include] = []
@@ -360,7 +361,6 @@ class Translator:
         launches: list[tuple[int, int]] = []  # (offset in output, offset in input) of each <<<
         action = self.action
         cache = self._cache
-        changed = False
         tcs = self.translate_comments_and_strings
         skip_until = 0  # input consumed by a downgrade rewrite (e.g. a dropped lane mask)
         idc = _IDC_SET
@@ -385,9 +385,7 @@ class Translator:
                             text, resume = rewrite
                             out.append(data[pos:start])
                             out.append(text)
-                            olen += start - pos + len(text)
                             pos = skip_until = resume
-                            changed = True
                             findings.append(_downgrade_finding(start, act.downgrade))
                             continue
                     if act.namespace_only and not _namespace_context(data, start, end):
@@ -398,9 +396,7 @@ class Translator:
                     if act.replacement is not None:
                         out.append(data[pos:start])
                         out.append(act.replacement)
-                        olen += start - pos + len(act.replacement)
                         pos = end
-                        changed = True
                     continue
                 mstart = m.start()
                 if mstart < skip_until:
@@ -414,9 +410,7 @@ class Translator:
                         if new != text:
                             out.append(data[pos:start])
                             out.append(new)
-                            olen += start - pos + len(new)
                             pos = end
-                            changed = True
                     continue
                 if kind == "chr":
                     if mstart and data[mstart - 1] in idc and data[_token_start(data, mstart)] in _DIGITS:
@@ -441,9 +435,7 @@ class Translator:
                         if new != text:
                             out.append(data[pos:start])
                             out.append(new)
-                            olen += start - pos + len(new)
                             pos = end
-                            changed = True
                 elif kind == "inc":
                     pstart, pend = m.span("path")
                     path = m.group("path")
@@ -465,7 +457,6 @@ class Translator:
                         if repl:
                             out.append(data[pos:pstart])
                             out.append(repl)
-                            olen += pstart - pos + len(repl)
                             pos = pend
                         else:  # HIP needs no such header: comment the directive out
                             dstart, dend = m.span()
@@ -474,11 +465,9 @@ class Translator:
                             out.append(data[pos:line_start])
                             dropped = b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
                             out.append(dropped)
-                            olen += line_start - pos + len(dropped)
                             pos = dend
-                        changed = True
                     else:
-                        ostart = olen + (pstart - pos)
+                        ostart = sum(map(len, out)) + (pstart - pos)
                         includes.append(
                             Include(
                                 ostart,
@@ -489,10 +478,11 @@ class Translator:
                             )
                         )
                 elif kind == "launch":
-                    launches.append((olen + (mstart - pos), mstart))
+                    launches.append((sum(map(len, out)) + (mstart - pos), mstart))
             scan_from = restart
         if self.report_unmapped:
             defines = [d.decode("latin-1") for d in _DEFINE.findall(data)]
+        changed = pos > 0
         if pos == 0:
             result = data
         else:
