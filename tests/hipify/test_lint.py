@@ -79,3 +79,14 @@ def test_mask_keeps_offsets() -> None:
     masked = mask(data, [(2, 11), (12, 15)])
     assert len(masked) == len(data) and masked.count(b"\n") == 1
     assert masked == b"a     \n     " + b"    b"[0:0] + b"    b"
+
+
+def test_warp_rules_need_device_code(tr52: Translator) -> None:
+    host = "int f(int tid) { int lane = tid & 31; return lane; }\n"
+    assert _hazards(tr52, host) == set()
+    assert ("lane-math", 1, 44) in _hazards(tr52, "__device__ " + host)
+
+
+def test_inline_asm_variants(tr52: Translator) -> None:
+    src = '__device__ void f() {\n  __asm__ __volatile__("nop");\n  asm("nop");\n  int plasma(1);\n}\n'
+    assert {(r, line) for r, line, _c in _hazards(tr52, src)} == {("inline-asm", 2), ("inline-asm", 3)}

@@ -200,3 +200,26 @@ def test_property_idempotent(tr52: Translator, src: bytes) -> None:
 def test_property_arbitrary_bytes(tr52: Translator, src: bytes) -> None:
     out = tr52.translate(src).data
     assert IDENT.sub(b"I", out) == IDENT.sub(b"I", src)
+
+
+def test_crlf_line_continuation_in_comment(tr52: Translator) -> None:
+    src = b"// comment \\\r\ncudaFree(p);\r\ncudaFree(q);\r\n"
+    assert tr52.translate(src).data == b"// comment \\\r\ncudaFree(p);\r\nhipFree(q);\r\n"
+
+
+def test_unterminated_comment_and_string(tr52: Translator) -> None:
+    assert tr52.translate(b'cudaFree(p); "cudaFree\ncudaFree(q);').data == b'hipFree(p); "cudaFree\nhipFree(q);'
+    assert tr52.translate(b"cudaFree(p); /* cudaFree(q);").data == b"hipFree(p); /* cudaFree(q);"
+
+
+def test_raw_string_prefixes(tr52: Translator) -> None:
+    src = b'auto a = u8R"x(cudaFree)x"; auto b = fooR"(cudaFree)"; cudaFree(p);\n'
+    out = tr52.translate(src).data
+    assert out.startswith(b'auto a = u8R"x(cudaFree)x";') and out.endswith(b"hipFree(p);\n")
+
+
+def test_launch_conversion_keeps_unparsable(db: MappingDatabase) -> None:
+    tr = Translator(db, (5, 2), launch=True)
+    res = tr.translate(b"k<<<1, 2;\n")
+    assert res.data == b"k<<<1, 2;\n"
+    assert [f.rule for f in res.findings] == ["launch-syntax"]

@@ -72,7 +72,7 @@ _RULES: dict[str, tuple[tuple[bytes, ...], str, str, bool, str]] = {
         "ballot",
     ),
     "inline-asm": (
-        (rb"asm\s*(?:volatile\s*|__volatile__\s*)?\(",),
+        (rb"asm(?:__)?\s*(?:volatile\s*|__volatile__\s*)?\(",),
         "inline assembly (PTX) cannot be translated",
         "replace with HIP intrinsics or guard with #ifdef __HIP_PLATFORM_NVIDIA__",
         True,
