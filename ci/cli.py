@@ -56,7 +56,7 @@ def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
     widths = [max(len(cols[i]) for cols, _ in rows) for i in range(5)]
     header = ("ROW", "PLATFORM", "ARCHS", "TOOLCHAIN", "HERE")
     widths = [max(w, len(h)) for w, h in zip(widths, header)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     for cols, ready in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(cols, widths)).rstrip())
         if not ready.can_build:
@@ -76,7 +76,10 @@ def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
         f"python axis: {', '.join(m.pythons)} (abi3: each row builds once with {m.build_python} "
         "and test-imports on every python)"
     )
-    print(f"this machine: {host_arch()}")
+    print(
+        f"this machine: {host_arch()}. HERE: yes = `run ROW` builds, validates and tests here; "
+        "test-only = `run ROW --wheel W` validates and tests a wheel built elsewhere"
+    )
     return 0
 
 
