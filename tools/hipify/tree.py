@@ -381,50 +381,62 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         for res in fresh.values():
             _apply_external(res, ext)
 
-    by_path = {s.path: (s, p) for s, p in zip(srcs, procs)}
-    changed = {s.path: p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
-    out_cache: dict[tuple[Path, bool], Path] = {}
+    # String keys: this pass touches every include of every file, and Path objects are slow to make.
+    by_key = {str(s.path): (s, p) for s, p in zip(srcs, procs)}
+    changed = {str(s.path): p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
+    out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
+    out_root = str(out_abs)
 
-    def out_of(src: _Source) -> Path:
-        k = (src.path, changed[src.path])
+    def out_info(src: _Source) -> tuple[Path, str, str]:
+        """(output path, as a string, its directory)"""
+        k = (str(src.path), changed[str(src.path)])
         hit = out_cache.get(k)
         if hit is None:
-            hit = out_abs / output_relpath(src.rel, k[1], opts.naming).as_posix()
+            path = out_abs / output_relpath(src.rel, k[1], opts.naming).as_posix()
+            text = str(path)
+            hit = (path, text, os.path.dirname(text))
             out_cache[k] = hit
         return hit
 
+    def out_of(src: _Source) -> Path:
+        return out_info(src)[0]
+
     # Resolve project includes: includer dir first ("..."), then every source directory root.
-    resolved: dict[Path, list[tuple[int, _Source, Path]]] = {}
+    root_strs = [str(r) for r in roots]
+    resolved: dict[str, list[tuple[int, _Source, bool]]] = {}
     for s, p in zip(srcs, procs):
+        if not p.includes:
+            continue
         links = []
+        own_dir = str(s.path.parent)
+        bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
+        bases += [(r, False) for r in root_strs]
         for idx, (_a, _b, spelling, angled) in enumerate(p.includes):
-            bases: list[tuple[Path, bool]] = [] if angled else [(s.path.parent, True)]
-            bases += [(r, False) for r in ([s.root] if s.is_dir_root else []) + roots]
-            for base, local in bases:
-                candidate = Path(os.path.normpath(os.path.join(base, spelling)))
-                found = by_path.get(candidate)
+            for base, local in ([] if angled else [(own_dir, True)]) + bases:
+                found = by_key.get(os.path.normpath(os.path.join(base, spelling)))
                 if found is not None and found[1].mode != "error":
-                    links.append((idx, found[0], s.path.parent if local else base))
+                    links.append((idx, found[0], local))
                     break
         if links:
-            resolved[s.path] = links
+            resolved[str(s.path)] = links
 
-    def new_spelling(includer: _Source, target: _Source, base: Path) -> str:
+    def new_spelling(includer: _Source, target: _Source, local: bool) -> str:
         # Relative to the includer's output directory, or to the output root for a source-root base.
-        out_base = out_of(includer).parent if base == includer.path.parent else out_abs
-        return PurePosixPath(os.path.relpath(out_of(target), out_base)).as_posix()
+        out_base = out_info(includer)[2] if local else out_root
+        rel = os.path.relpath(out_info(target)[1], out_base)
+        return rel if os.sep == "/" else rel.replace(os.sep, "/")
 
     # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
     moved = True
     while moved:
         moved = False
-        for src_path, links in resolved.items():
-            if changed[src_path]:
+        for src_key, links in resolved.items():
+            if changed[src_key]:
                 continue
-            includer, proc = by_path[src_path]
-            for idx, target, base in links:
-                if new_spelling(includer, target, base) != proc.includes[idx][2]:
-                    changed[src_path] = True
+            includer, proc = by_key[src_key]
+            for idx, target, local in links:
+                if new_spelling(includer, target, local) != proc.includes[idx][2]:
+                    changed[src_key] = True
                     moved = True
                     break
 
@@ -434,7 +446,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     unchanged: list[Path] = []
     copied: list[Path] = []
     claimed: dict[Path, Path] = {}
-    source_set = set(by_path)
+    source_set = {s.path for s in srcs}
     records: dict[str, dict[str, object]] = {}
     defined: set[str] = set()
     for p in procs:
@@ -483,9 +495,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             continue
         claimed[dst] = s.path
         edits: list[tuple[int, int, str]] = []
-        for idx, target, base in resolved.get(s.path, ()):
+        for idx, target, local in resolved.get(str(s.path), ()):
             start, end, spelling, _angled = p.includes[idx]
-            new = new_spelling(s, target, base)
+            new = new_spelling(s, target, local)
             if new != spelling:
                 edits.append((start, end, new))
         edits.sort(reverse=True)
