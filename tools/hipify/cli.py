@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
             print(str(finding), file=sys.stderr)
         if result.blocking > len(listed):
             print(f"... {result.blocking - len(listed)} more blocking findings (see --report)", file=sys.stderr)
-    print(result.summary(), file=sys.stderr)
+    print(f"hipify: {result.summary()}", file=sys.stderr)
     if args.strict and result.blocking:
         print(f"hipify: --strict: {result.blocking} unportable findings remain", file=sys.stderr)
         return 1

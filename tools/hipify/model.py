@@ -208,7 +208,7 @@ class HipifyResult:
         target = ".".join(map(str, self.hip_version)) if self.hip_version else "newest"
         counts = ", ".join(f"{n} {k}" for k, n in self.counts().items() if n) or "no findings"
         return (
-            f"hipify: {len(self.outputs)} files (HIP {target}): {len(self.written)} written, "
+            f"{len(self.outputs)} files (HIP {target}): {len(self.written)} written, "
             f"{len(self.unchanged)} unchanged, {len(self.removed)} stale removed; {counts}; "
             f"{self.blocking} blocking"
         )

@@ -30,7 +30,6 @@ _CUDA_ONLY_HEADER = re.compile(
     rb"(?:cuda/(?:pipeline|barrier|latch|semaphore|annotated_ptr|memcpy_async|std/barrier)|cuda_pipeline\w*\.h"
     rb"|cuda_awbarrier\w*\.h|mma\.h|crt/\w+\.h|nvml\.h|nvtx3?/\S*|nvToolsExt\w*\.h|cudaProfiler\.h)\Z"
 )
-_CUDA_LOOKING_HEADER = re.compile(rb"(?:cuda|cu[a-z]+|nv)\w*(?:\.h|\.hpp|\.cuh)?\Z|cuda/.*|cub/.*|thrust/.*")
 
 
 _BOM = b"\xef\xbb\xbf"
