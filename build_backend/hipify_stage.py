@@ -23,7 +23,19 @@ class BridgeSources:
 
 
 def _compile_units(root: Path) -> tuple[Path, ...]:
-    return tuple(sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES))
+    """Every compile unit under ``root``. Directory symlinks are not followed (so a loop cannot recurse
+    forever); a symlink that cannot be resolved is reported and skipped."""
+    units = []
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            try:
+                path.resolve(strict=True)
+            except (OSError, RuntimeError) as err:
+                log.info(f"warning: skipping {path}: {getattr(err, 'strerror', None) or err}")
+                continue
+        if path.is_file() and path.suffix in SOURCE_SUFFIXES:
+            units.append(path)
+    return tuple(units)
 
 
 def prepare(toolchain: Toolchain, layout: Layout, settings: Settings) -> BridgeSources:

@@ -34,13 +34,20 @@ def build_extension(
         f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
         f"--remap-path-prefix={cargo_home}=/cargo",
     ]
-    rustflags = " ".join(filter(None, [environ.get("RUSTFLAGS", ""), *remaps]))
+    # CARGO_ENCODED_RUSTFLAGS separates flags with 0x1f, so paths with spaces stay whole; the user's
+    # RUSTFLAGS (white-space separated, as cargo reads them) are kept in front.
+    user_flags = (
+        environ.get("CARGO_ENCODED_RUSTFLAGS", "").split("\x1f")
+        if environ.get("CARGO_ENCODED_RUSTFLAGS")
+        else (environ.get("RUSTFLAGS", "").split())
+    )
+    encoded_rustflags = "\x1f".join([*user_flags, *remaps])
     env = {
-        **environ,
+        **{k: v for k, v in environ.items() if k != "RUSTFLAGS"},
         **toolchain.env,
         "MONARCH_GPU_PLATFORM": toolchain.platform,
         "CARGO_TARGET_DIR": os.fspath(layout.sub("cargo")),
-        "RUSTFLAGS": rustflags,
+        "CARGO_ENCODED_RUSTFLAGS": encoded_rustflags,
     }
     if bridge_dir is not None:
         env["MONARCH_BRIDGE_LIB_DIR"] = os.fspath(bridge_dir)

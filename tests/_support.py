@@ -95,3 +95,17 @@ class InstalledWheel:
 def make_venv(path: Path) -> Path:
     venv.EnvBuilder(with_pip=False, clear=True).create(path)
     return path / "bin" / "python"
+
+
+def copy_tree(dest: Path) -> Path:
+    """A copy of the files git knows in this checkout (tracked, or untracked and not ignored)."""
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for name in files:
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(src.read_bytes())
+            (dest / name).chmod(src.stat().st_mode)
+    return dest

@@ -20,9 +20,9 @@ from _support import (
     BuildOutcome,
     InstalledWheel,
     Toolchains,
+    copy_tree,
     make_venv,
     pip_wheel,
-    tree_digest,
 )
 
 
@@ -46,11 +46,6 @@ def toolchains() -> Toolchains:
     if missing:
         pytest.skip(f"toolchains not installed (run ci/install-toolchains.sh): missing {missing}")
     return tc
-
-
-@pytest.fixture(scope="session")
-def csrc_digest_before() -> dict[str, str]:
-    return tree_digest(ROOT / "csrc")
 
 
 @pytest.fixture(scope="session")
@@ -81,21 +76,53 @@ def _build(source: Path, out: Path, build_dir: Path, env: dict[str, str]) -> Bui
 
 
 @pytest.fixture(scope="session")
+def hostile_paths(tmp_path_factory: pytest.TempPathFactory, toolchains: Toolchains) -> tuple[Path, Toolchains]:
+    """A copy of this checkout, and the toolkits, reached through paths with spaces and non-ASCII letters."""
+    base = tmp_path_factory.mktemp("hostile") / "dir with spaces ü"
+    tree = copy_tree(base / "src tree ä")
+    links = {}
+    for name, target in (
+        ("cuda home ü", toolchains.cuda_home),
+        ("rocm root ü", toolchains.rocm_home),
+        ("rccl home ü", toolchains.rccl_home),
+    ):
+        (base / name).symlink_to(target.resolve(), target_is_directory=True)
+        links[name] = base / name
+    odd = Toolchains(
+        cuda_home=links["cuda home ü"],
+        nccl_home=toolchains.nccl_home,
+        rccl_home=links["rccl home ü"],
+        rocm_home=links["rocm root ü"],
+    )
+    return tree, odd
+
+
+@pytest.fixture(scope="session")
 def all_builds(
     tmp_path_factory: pytest.TempPathFactory,
     toolchains: Toolchains,
     sdist_tree: Path,
-    csrc_digest_before: dict[str, str],
+    hostile_paths: tuple[Path, Toolchains],
 ) -> dict[tuple[str, str], BuildOutcome]:
     """Every flavour built twice, all in parallel: ("sdist", f) from the unpacked sdist, and ("checkout", f)
-    from this checkout into another build directory (the pair must be byte-identical)."""
+    from a copy of this checkout under a path with spaces and non-ASCII letters, with the toolkits behind
+    such paths too, into build directories named likewise. Each pair must be byte-identical."""
     base = tmp_path_factory.mktemp("wheels")
+    odd_tree, odd_toolchains = hostile_paths
     jobs = [(origin, f) for origin in ("sdist", "checkout") for f in FLAVOURS]
 
     def build(job: tuple[str, str]) -> BuildOutcome:
         origin, flavour = job
-        source = sdist_tree if origin == "sdist" else ROOT
-        return _build(source, base / origin / flavour, base / f"build-{origin}-{flavour}", toolchains.env_for(flavour))
+        if origin == "sdist":
+            return _build(
+                sdist_tree, base / origin / flavour, base / f"build-sdist-{flavour}", toolchains.env_for(flavour)
+            )
+        return _build(
+            odd_tree,
+            base / origin / flavour,
+            odd_tree.parent / f"build dir ü {flavour}",
+            odd_toolchains.env_for(flavour),
+        )
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         return dict(zip(jobs, pool.map(build, jobs)))
@@ -149,3 +176,28 @@ def clean_env() -> Iterator[dict[str, str]]:
         if k not in ("CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH") and not k.startswith("MONARCH_")
     }
     yield env
+
+
+class FaultTally:
+    """Counts the tests marked `fault` (bad inputs and injected faults) and how many behaved as stated."""
+
+    def __init__(self) -> None:
+        self.tried = 0
+        self.behaved = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if "fault" not in report.keywords:
+            return
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            if report.skipped:
+                return
+            self.tried += 1
+            self.behaved += int(report.passed)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.tried:
+            terminalreporter.write_line(f"faults and bad inputs: {self.tried} tried, {self.behaved} behaved as stated")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(FaultTally(), "monarch-fault-tally")

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from _support import ROOT, Toolchains, pip_wheel
 
+pytestmark = pytest.mark.fault
+
 HOOK = "import sys, json, build_backend\nbuild_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2]))\n"
 
 
