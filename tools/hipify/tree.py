@@ -448,6 +448,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     claimed: dict[Path, Path] = {}
     source_set = {s.path for s in srcs}
     records: dict[str, dict[str, object]] = {}
+    remade = 0
     defined: set[str] = set()
     for p in procs:
         defined.update(p.defines)
@@ -522,6 +523,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             records[str(s.path)] = record
             continue
         if p.data is None:  # from the cache, but the output must be (re)made
+            remade += 1
             again = _process(str(s.path), p.mode == "translate", key, opts.lint)
             if ext is not None:
                 _apply_external(again, ext)
@@ -559,10 +561,14 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             except OSError:
                 break
             parent = parent.parent
-    state = {"schema": STATE_SCHEMA, "fingerprint": fingerprint, "files": records}
-    state_bytes = (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode()
-    if not _same_content(out_abs / STATE_FILE, state_bytes):
-        _write_atomic(out_abs / STATE_FILE, state_bytes)
+    nothing_new = (
+        cache_ok and not todo and not remade and not written and not removed and records.keys() == prev_files.keys()
+    )
+    if not nothing_new:  # (a no-op run leaves the record as it is: same inputs, same outputs)
+        state = {"schema": STATE_SCHEMA, "fingerprint": fingerprint, "files": records}
+        state_bytes = (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        if not _same_content(out_abs / STATE_FILE, state_bytes):
+            _write_atomic(out_abs / STATE_FILE, state_bytes)
 
     return HipifyResult(
         outputs,
