@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,39 @@ def test_registered_in_main_commands(tools_cli: Runner, bare_env: dict[str, str]
 def test_no_files_is_an_error() -> None:
     with pytest.raises(ToolError, match="nothing to port"):
         run_port(PortRequest(files=[], include_dirs=[ROOT / "csrc"], sides=NO_SIDES))
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    (project / "csrc").mkdir(parents=True)
+    shutil.copy(ROOT / "csrc" / "bridge.h", project / "csrc" / "bridge.h")
+    return project
+
+
+def test_add_refused_when_the_port_fails(tools_cli: Runner, bare_env: dict[str, str], tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    kernel = tmp_path / "lanes.cu"
+    kernel.write_text(
+        (KERNELS / "scale2.cu")
+        .read_text()
+        .replace("if (i < n) x[i] *= kScale;", "if (i < n) x[i] *= (threadIdx.x & 31);")
+    )
+    shutil.copy(KERNELS / "scale2_params.h", tmp_path)
+    proc = tools_cli("port", kernel, "--no-cuda", "--no-rocm", "--add", "--project", project, env=bare_env)
+    assert proc.returncode == 1
+    assert "lane-math" in proc.stdout and "add: not registered" in proc.stderr
+    assert sorted(p.name for p in (project / "csrc").iterdir()) == ["bridge.h"]
+
+
+def test_add_with_sides_skipped_registers(tools_cli: Runner, bare_env: dict[str, str], tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    proc = tools_cli(
+        "port", KERNELS / "scale2.cu", "--no-cuda", "--no-rocm", "--add", "--project", project, env=bare_env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "add: registered kernel 'scale2'" in proc.stdout
+    assert (project / "csrc" / "kernels" / "scale2.cu").is_file()
+    strict = tools_cli(
+        "port", KERNELS / "scale2.cu", "--no-cuda", "--no-rocm", "--add", "--strict", "--project", project, env=bare_env
+    )
+    assert strict.returncode == 1  # --strict: a skipped side fails the port, so nothing more is done
