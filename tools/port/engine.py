@@ -20,7 +20,7 @@ from pathlib import Path
 from tools.errors import ToolError
 from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree
 from tools.port.linemap import LineMap
-from tools.port.sources import COMPILE_SUFFIXES, Staged, stage
+from tools.port.sources import COMPILE_SUFFIXES, Staged, resolve_includes, stage
 from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env
 
 #: progress(done, total, what): called as the run advances (the terminal view draws it)
@@ -317,8 +317,6 @@ def run_port(request: PortRequest, progress: Progress | None = None) -> PortResu
 
 
 def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> PortResult:
-    from tools.port.sources import resolve_includes  # noqa: PLC0415 - keeps the import list short
-
     include_dirs = [Path(os.path.abspath(d)) for d in request.include_dirs]
     given = [Path(os.path.abspath(f)) for f in request.files]
     for f in given:
@@ -372,6 +370,9 @@ def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> Po
                     continue
                 jobs.append((side, unit, out, obj, [out.parent, out_root]))
     side_results = {name: SideResult(s) for name, s in sides.items()}
+    if jobs:
+        labels = " and ".join(dict.fromkeys(SIDE_LABEL[j[0].name] for j in jobs))
+        tick(done, total, f"compiling {len(units)} unit{'s' if len(units) != 1 else ''} for {labels}")
     with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
         futures = [
             (
