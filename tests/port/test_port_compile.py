@@ -105,3 +105,15 @@ def test_check_over_csrc_passes_both_sides(tools_cli: Runner, port_env: dict[str
     assert "check: ok" in proc.stdout and "\033[" not in proc.stdout
     assert "## ROCm compile" in report.read_text()
     assert tree_digest(ROOT / "csrc") == before  # csrc/ is never written
+
+
+def test_messages_in_a_hipified_header_map_to_the_cuda_header(tools_cli: Runner, port_env: dict[str, str]) -> None:
+    header = KERNELS / "warp_total.cuh"
+    proc = tools_cli("port", KERNELS / "uses_header.cu", *ARCHS, "--no-diff", env=port_env)
+    assert proc.returncode == 1
+    line = header.read_text().splitlines()[6]
+    col = line.index("__reduce_add_sync") + 1
+    assert f"tests/port/data/kernels/warp_total.cuh:7:{col}: error: use of undeclared identifier" in proc.stdout
+    assert f"      7 | {line}" in proc.stdout
+    assert "warp_total_hip.cuh" not in proc.stdout.split("compile\n", 1)[1].split("port: FAILED")[0]
+    assert "CUDA  ok" in proc.stdout
