@@ -95,7 +95,7 @@ _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking
 
 
 class _Action:
-    __slots__ = ("downgrade", "finding", "namespace_only", "replacement")
+    __slots__ = ("downgrade", "finding", "namespace_only", "replacement", "simple")
 
     def __init__(
         self,
@@ -108,6 +108,8 @@ class _Action:
         self.finding = finding
         self.namespace_only = namespace_only
         self.downgrade = downgrade  # a call rewrite for an older HIP target (tried first)
+        # the replacement when nothing else is to be done (no finding, no context check, no downgrade)
+        self.simple = replacement if finding is None and not namespace_only and downgrade is None else None
 
 
 _NO_ACTION = _Action(None, None)
@@ -377,6 +379,12 @@ class Translator:
                     if act is None:
                         act = action(name)
                     if act is _NO_ACTION:
+                        continue
+                    simple = act.simple
+                    if simple is not None:  # a plain rename: the common case
+                        out.append(data[pos:start])
+                        out.append(simple)
+                        pos = end
                         continue
                     if act.downgrade is not None:
                         rewrite = rewrite_call(data, end, act.downgrade)
