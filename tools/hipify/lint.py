@@ -23,6 +23,7 @@ cuda-only-header      a CUDA-only header (cuda/pipeline, cuda/barrier, ...), rep
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from tools.hipify.translate import RawFinding
 
@@ -207,8 +208,17 @@ def _line(code: bytes, offset: int) -> tuple[int, bytes]:
 
 
 def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
-    """Hazards in one file. ``spans``: comments and literals (from the translator's scan)."""
-    code = mask(data, spans)
+    """Hazards in one file. ``spans``: comments and literals (from the translator's scan), sorted.
+
+    The patterns run on the raw bytes; a match that starts inside a comment or literal is dropped (cheaper
+    than blanking them first: matches are few, comments many)."""
+    code = data
+    starts = [a for a, _b in spans]
+
+    def in_literal(offset: int) -> bool:
+        i = bisect_right(starts, offset) - 1
+        return i >= 0 and offset < spans[i][1]
+
     device_file: bool | None = None
     out: list[RawFinding] = []
     idc = _IDC
@@ -219,6 +229,8 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
             continue
         for m in pattern.finditer(code):
             start = m.start()
+            if in_literal(start):
+                continue
             if rule == "lane-math":
                 lane_math_ends.add(m.end())
             elif rule == "warp-size-literal" and m.end() in lane_math_ends:
