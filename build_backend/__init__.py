@@ -15,9 +15,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from build_backend import log
+from build_backend import log, variant
 from build_backend.errors import BuildError, hook
 from build_backend.pipeline import build_editable_into, build_wheel_into, read_pyproject, write_sdist
+from build_backend.settings import load as load_settings
 
 __all__ = [
     "BuildError",
@@ -32,7 +33,13 @@ __all__ = [
 
 @hook
 def get_requires_for_build_wheel(config_settings: Mapping[str, object] | None = None) -> list[str]:
-    return []
+    """variantlib when a variant wheel is requested (-C variant=... or MONARCH_VARIANT), so isolated
+    builds get it; a bad setting is reported by build_wheel, with the rest of the build's context."""
+    try:
+        requested = load_settings(config_settings, os.environ, read_pyproject(Path.cwd())).variant
+    except BuildError:
+        return []
+    return [variant.REQUIREMENT] if requested else []
 
 
 @hook

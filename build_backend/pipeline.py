@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from build_backend import compile as compile_stage
-from build_backend import hipify_stage, kernels, log, repair, rust, settings, toolchain, wheel
+from build_backend import hipify_stage, kernels, log, repair, rust, settings, toolchain, variant, wheel
 from build_backend.errors import BuildError
 from build_backend.lock import build_lock
 from build_backend.paths import Layout, make_layout
@@ -156,6 +156,9 @@ def _pack_wheel(source: Path, out_dir: Path, payload: Payload, environ: Mapping[
         files = dict(repaired_files)
     with log.stage("pack", f"wheel into {out_dir}"):
         result = wheel.write_wheel(out_dir, payload.metadata, tag, files)
+    if payload.settings.variant:
+        with log.stage("variant", f"wheel variant ({payload.settings.variant})"):
+            result = variant.make_variant_wheel(result, payload.toolchain, payload.settings.variant, out_dir)
     log.info(f"built {result.name} in {time.perf_counter() - start:.1f} s")
     return result
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_backend.errors import BuildError
+from build_backend.variant import check_request
 
 PLATFORMS = ("auto", "cpu", "cuda", "rocm")
 
@@ -29,6 +30,7 @@ KEYS: dict[str, str] = {
     "hip-version": "HIP version X.Y that hipify targets (default: the version of the ROCm found)",
     "jobs": "parallel compile jobs (default: the number of CPUs)",
     "repair": "true runs auditwheel for a truthful manylinux tag (default); false keeps a local linux_* tag",
+    "variant": "auto | hash | LABEL: a WheelNext variant wheel with *.dist-info/variant.json (default: a plain wheel)",
 }
 
 _ARCH = re.compile(r"^[A-Za-z0-9_:+\-]+$")
@@ -45,6 +47,7 @@ class Settings:
     hip_version: tuple[int, int] | None = None
     jobs: int | None = None
     repair: bool = True
+    variant: str | None = None  # None: a plain wheel; else auto, hash or a variant label (variant.py)
     sources: Mapping[str, str] | None = None  # key -> where its value came from, for messages
 
     def origin(self, key: str) -> str:
@@ -141,6 +144,8 @@ def load(
             if not text.strip().isdigit() or int(text) < 1:
                 raise BuildError(f"jobs={text!r} (from {origin}) must be a whole number of at least 1.")
             fields["jobs"] = int(text)
+        elif key == "variant":
+            fields["variant"] = check_request(text, origin)
     fields["sources"] = {k: origin for k, (_, origin) in raw.items()}
     return Settings(**fields)  # type: ignore[arg-type]
 

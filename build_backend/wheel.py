@@ -50,13 +50,25 @@ class Metadata:
         return "\n".join(lines) + "\n\n" + self.readme
 
 
+@dataclass(frozen=True)
+class RawMetadata:
+    """METADATA kept as text (e.g. read back from a wheel being re-packed); ``text`` is written as is."""
+
+    version: str
+    text: str
+
+    def render(self) -> str:
+        return self.text
+
+
 def platform_tag() -> str:
     machine = host_platform.machine().lower().replace("-", "_")
     return f"linux_{machine}"
 
 
-def wheel_name(version: str, tag: str) -> str:
-    return f"{DIST}-{version}-{ABI_TAG}-{tag}.whl"
+def wheel_name(version: str, tag: str, label: str | None = None) -> str:
+    """``label`` is a wheel-variant label (docs/wheels.md), the last component of a variant wheel's name."""
+    return f"{DIST}-{version}-{ABI_TAG}-{tag}" + (f"-{label}" if label else "") + ".whl"
 
 
 def dist_info(version: str) -> str:
@@ -78,12 +90,13 @@ def _record_hash(data: bytes) -> str:
 
 def write_wheel(
     out_dir: Path,
-    metadata: Metadata,
+    metadata: Metadata | RawMetadata,
     tag: str,
     files: Mapping[str, Path | bytes],
     *,
     executables: Sequence[str] = (),
     quiet: bool = False,
+    label: str | None = None,
 ) -> Path:
     """Write the wheel atomically into ``out_dir``; ``files`` maps archive names to paths or bytes."""
     info = dist_info(metadata.version)
@@ -97,7 +110,7 @@ def write_wheel(
     date = _epoch()
     names = sorted(entries)
     record = "".join(f"{n},{_record_hash(entries[n])},{len(entries[n])}\n" for n in names) + f"{record_name},,\n"
-    target = out_dir / wheel_name(metadata.version, tag)
+    target = out_dir / wheel_name(metadata.version, tag, label)
     for stale in out_dir.glob(".*.whl.partial"):  # left by a build killed with SIGKILL
         stale.unlink(missing_ok=True)
     tmp = out_dir / f".{target.name}.partial"

@@ -1,0 +1,227 @@
+"""Wheel variants (WheelNext drafts: PEP 817, split into PEP 825 "package format" and PEP 850 "providers").
+
+A variant wheel is the plain wheel plus a variant label as the last component of its file name and a
+``*.dist-info/variant.json`` naming the variant's properties (``namespace :: feature :: value``) and
+the provider plugin that an installer asks whether this machine supports them. ``variant.json`` is made
+by ``variantlib`` (PyPI), imported only when a variant is requested, so plain builds never need it.
+
+The properties come from the Toolchain, in the namespaces and feature names of WheelNext's providers:
+
+* CUDA (nvidia-variant-provider): ``nvidia :: cuda_version_lower_bound :: 13.5`` (the toolkit built
+  with, as PyTorch's variant wheels do) and ``nvidia :: sm_arch :: 80_real`` per architecture (the
+  build emits machine code only, no PTX, so there is no ``_virtual`` value);
+* ROCm (amd-variant-provider): ``amd :: gfx_arch :: gfx90a`` per architecture and
+  ``amd :: rocm_version :: 5.2``;
+* CPU: no property at all, i.e. the *null variant*, whose label is always ``null``: the fallback an
+  installer picks when no GPU variant is supported.
+
+All variants of one release share one version, so a variant wheel drops the local version of the plain
+wheel (``0.1.0+cu13`` -> ``0.1.0``); the label carries that name instead (``auto``: ``cu13``,
+``rocm5.2``, ``null``). See docs/wheels.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import stat
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import TYPE_CHECKING, Any
+
+from build_backend import log, wheel
+from build_backend.errors import BuildError
+
+if TYPE_CHECKING:
+    from build_backend.toolchain import Toolchain
+
+VARIANT_FILE = "variant.json"
+REQUIREMENT = "variantlib>=0.2"
+AUTO = "auto"  # label and properties from the toolchain
+HASH = "hash"  # properties from the toolchain, label = variantlib's hash of them (its default)
+NULL_LABEL = "null"
+# PEP 825 and variantlib's VALIDATION_VARIANT_LABEL_REGEX / VALIDATION_VALUE_REGEX (checked again there).
+LABEL_RE = re.compile(r"[0-9a-z._]+")
+VALUE_RE = re.compile(r"[0-9a-z._]+")
+
+# namespace -> (provider requirement, plugin API), as WheelNext's published variants name them; in the
+# order of default-priorities. Every variant.json of a release (the CPU null variant too) declares all of
+# them, so an index can merge them into one {name}-{version}-variants.json (they must agree there).
+PROVIDERS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "nvidia": ("nvidia-variant-provider>=0.0.1,<1.0.0", "nvidia_variant_provider.plugin:NvidiaVariantPlugin"),
+        "amd": ("amd-variant-provider>=0.0.1,<1.0.0", "amd_variant_provider.plugin:AMDVariantPlugin"),
+    }
+)
+
+
+def check_request(text: str, origin: str) -> str | None:
+    """The ``variant`` setting, checked before anything is built: None (a plain wheel) for an empty
+    value, else ``auto``, ``hash`` or a custom label. Needs no variantlib."""
+    request = text.strip()
+    if not request:
+        return None
+    if "::" in request:
+        raise BuildError(
+            f"variant={request!r} (from {origin}) looks like a variant property. The properties are derived "
+            "from the toolchain (CUDA version and sm_arch, ROCm version and gfx_arch; none for the CPU build); "
+            "the variant setting takes only the label: auto (cu13, rocm5.2 or null), hash (variantlib's hash "
+            "of the properties) or a label of your own made of 0-9, a-z, '_' and '.'."
+        )
+    if not LABEL_RE.fullmatch(request):
+        raise BuildError(
+            f"variant={request!r} (from {origin}) is not a valid variant label: a label may hold only "
+            "0-9, a-z, '_' and '.' (PEP 825), e.g. cu13 or rocm5.2. Use auto to derive it from the toolchain, "
+            "hash for variantlib's hash of the properties, or leave the setting empty for a plain wheel."
+        )
+    return request
+
+
+def variant_properties(toolchain: Toolchain) -> list[str]:
+    """The variant properties of a build, sorted, as ``namespace :: feature :: value`` strings."""
+    if toolchain.platform == "cpu":
+        return []
+    if toolchain.version is None:
+        raise BuildError(f"the {toolchain.platform} toolchain has no version, so no variant property can name it.")
+    version = f"{toolchain.version[0]}.{toolchain.version[1]}"
+    if toolchain.platform == "cuda":
+        props = [("nvidia", "cuda_version_lower_bound", version)]
+        props += [("nvidia", "sm_arch", f"{arch}_real") for arch in toolchain.archs]
+    elif toolchain.platform == "rocm":
+        props = [("amd", "rocm_version", version)]
+        props += [("amd", "gfx_arch", arch) for arch in toolchain.archs]
+    else:
+        raise BuildError(f"no variant properties are defined for the platform {toolchain.platform!r}.")
+    for namespace, feature, value in props:
+        if not VALUE_RE.fullmatch(value):
+            raise BuildError(
+                f"the architecture or version {value!r} cannot be a variant property value ({namespace} :: "
+                f"{feature}), which may hold only 0-9, a-z, '_' and '.'. Build a variant with plain "
+                "architecture names (e.g. gfx90a rather than gfx90a:xnack-), or build a plain wheel."
+            )
+    return sorted(f"{n} :: {f} :: {v}" for n, f, v in set(props))
+
+
+def variant_label(toolchain: Toolchain, request: str) -> str | None:
+    """The label a request gives, or None for ``hash`` (variantlib computes it)."""
+    request = check_request(request, "the variant request") or AUTO
+    if toolchain.platform == "cpu":
+        if request not in (AUTO, HASH, NULL_LABEL):
+            raise BuildError(
+                f"variant={request!r}: the CPU build has no variant property, so it is the null variant, "
+                "whose label is always 'null' (PEP 825). Use variant=auto for the CPU build, or a plain wheel."
+            )
+        return NULL_LABEL
+    if request == AUTO:
+        return toolchain.local_label
+    if request == HASH:
+        return None
+    if request == NULL_LABEL:
+        raise BuildError(
+            f"variant=null: the label 'null' belongs to the null variant (no properties), but the "
+            f"{toolchain.platform} build has properties. Use variant=auto ({toolchain.local_label}) or another label."
+        )
+    return request
+
+
+def _variantlib() -> tuple[ModuleType, ModuleType, ModuleType]:
+    try:
+        return (
+            importlib.import_module("variantlib.api"),
+            importlib.import_module("variantlib.models.variant_info"),
+            importlib.import_module("variantlib.variant_dist_info"),
+        )
+    except ImportError as err:
+        raise BuildError(
+            f"a variant wheel was requested, but variantlib cannot be imported ({err}). Install it into the "
+            f"build environment (pip install '{REQUIREMENT}'; it needs Python 3.10 or newer), or build with "
+            "build isolation, where the backend asks for it; or drop the variant setting for a plain wheel."
+        ) from None
+
+
+def variant_dist_info(toolchain: Toolchain, request: str) -> tuple[str, list[str], bytes]:
+    """(label, properties, content of variant.json) for a build, made and read back by variantlib."""
+    label = variant_label(toolchain, request)
+    properties = variant_properties(toolchain)
+    api, models, dist_info = _variantlib()
+    namespaces = list(PROVIDERS)  # every variant of a release declares the same providers (see PROVIDERS)
+    try:
+        vdesc: Any = api.VariantDescription(
+            properties=[api.VariantProperty.from_str(p) for p in properties], label=label or ""
+        )
+        info = models.VariantInfo(
+            namespace_priorities=namespaces,
+            providers={
+                ns: models.ProviderInfo(requires=[PROVIDERS[ns][0]], plugin_api=PROVIDERS[ns][1]) for ns in namespaces
+            },
+        )
+        text = str(api.make_variant_dist_info(vdesc, variant_info=info))
+        dist_info.VariantDistInfo(text, expected_label=str(vdesc.label))  # variantlib's own validation
+    except ValueError as err:  # variantlib's ValidationError
+        raise BuildError(f"variantlib rejected the variant {label or '(hash)'} {properties}: {err}") from None
+    return str(vdesc.label), properties, text.encode()
+
+
+def make_variant_wheel(plain: Path, toolchain: Toolchain, request: str, out_dir: Path) -> Path:
+    """Turn the plain wheel ``plain`` (as write_wheel made it) into the variant wheel in ``out_dir``:
+    the variant label appended to the file name, the local version dropped (METADATA, the dist-info
+    directory and build_info.json, which also records the variant), ``variant.json`` added, RECORD
+    rewritten; deterministic and atomic like every wheel write_wheel makes. The plain wheel is removed
+    when it lies in ``out_dir``, so it is not left next to the variant one."""
+    label, properties, variant_json = variant_dist_info(toolchain, request)
+    stem = plain.name[: -len(".whl")] if plain.name.endswith(".whl") else ""
+    parts = stem.split("-")
+    if len(parts) != 5 or parts[0] != wheel.DIST:
+        raise BuildError(
+            f"{plain.name} is not a plain {wheel.DIST} wheel name ({wheel.DIST}-VERSION-{wheel.ABI_TAG}-PLATFORM.whl); "
+            "a variant is made from the plain wheel of this backend, once."
+        )
+    version, tag = parts[1], parts[4]
+    base = version.split("+", 1)[0]
+    old_info, new_info = wheel.dist_info(version), wheel.dist_info(base)
+    files: dict[str, Path | bytes] = {}
+    executables: list[str] = []
+    metadata_text: str | None = None
+    try:
+        with zipfile.ZipFile(plain) as zf:
+            for item in zf.infolist():
+                name = item.filename
+                if name.endswith("/"):
+                    continue
+                data = zf.read(item)
+                if name.startswith(f"{old_info}/"):
+                    leaf = name[len(old_info) + 1 :]
+                    if leaf == "METADATA":
+                        metadata_text = data.decode("utf-8")
+                    if leaf in ("METADATA", "WHEEL", "RECORD", VARIANT_FILE):  # written anew below
+                        continue
+                    name = f"{new_info}/{leaf}"
+                if (item.external_attr >> 16) & stat.S_IXUSR:
+                    executables.append(name)
+                files[name] = data
+    except (OSError, zipfile.BadZipFile) as err:
+        raise BuildError(f"cannot read the wheel {plain} to make a variant of it: {err}.") from None
+    if metadata_text is None:
+        raise BuildError(f"{plain.name} has no {old_info}/METADATA, so no variant can be made of it.")
+    header, sep, body = metadata_text.partition("\n\n")
+    lines = header.split("\n")
+    if f"Version: {version}" not in lines:
+        raise BuildError(f"{plain.name}: its METADATA does not say 'Version: {version}' as its file name does.")
+    lines = [f"Version: {base}" if line == f"Version: {version}" else line for line in lines]
+    metadata = wheel.RawMetadata(version=base, text="\n".join(lines) + sep + body)
+    files[f"{new_info}/{VARIANT_FILE}"] = variant_json
+    build_info_name = f"{wheel.PACKAGE}/build_info.json"
+    build_info = files.get(build_info_name)
+    if isinstance(build_info, bytes):  # the version it records is the installed one; and it names the variant
+        info = json.loads(build_info)
+        info["version"] = base
+        info["variant"] = {"label": label, "properties": properties}
+        files[build_info_name] = wheel.build_info_json(info)
+    target = wheel.write_wheel(out_dir, metadata, tag, files, executables=executables, quiet=True, label=label)
+    if plain.resolve() != target.resolve() and plain.parent.resolve() == out_dir.resolve():
+        plain.unlink()
+    log.info(f"variant: {target.name}: label {label}; " + ("; ".join(properties) or "null variant (no properties)"))
+    return target
