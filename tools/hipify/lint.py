@@ -1,7 +1,8 @@
 """Portability hazards the mapping tables cannot see.
 
-Runs over the code of a file with comments and literals blanked out (same offsets), so a rule never fires
-inside a comment or string. Each rule has an id; a hazard is silenced on its line by a comment containing
+Runs over a file's bytes; a match that starts inside a comment or literal (the translator's spans) is
+dropped, so a rule never fires inside a comment or string. Warp/lane/cooperative-groups rules run only in
+files with device code. Each rule has an id; a hazard is silenced on its line by a comment containing
 ``hipify: ignore`` (all rules) or ``hipify: ignore(rule-id, other-id)``.
 
 Rules (see docs/hipify.md for the full text):
