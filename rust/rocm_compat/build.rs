@@ -6,6 +6,12 @@
 //! - `MONARCH_HIP_LIB_DIR`: where libamdhip64 lives when it is not `<root>/lib`.
 //!
 //! Every variable is declared with rerun-if-env-changed, so switching platform rebuilds this crate.
+//!
+//! On cuda/rocm the C side is compiled against the toolkit's real headers: the device-properties
+//! shim and the generated thunks (`shim/generated/compat_{cuda,hip}.c`, written by
+//! `python -m tools gen-compat`). Each thunk statically asserts that the header's prototype is the
+//! one the Rust declaration was generated from and calls the function through the header, so a
+//! `#define`-versioned symbol (HIP 6's `hipGetDevicePropertiesR0600`) is the one linked.
 use std::env;
 use std::path::PathBuf;
 
@@ -32,6 +38,7 @@ fn main() {
             let bridge = require("MONARCH_BRIDGE_LIB_DIR", "cuda");
             cc::Build::new()
                 .file("shim/device_cuda.c")
+                .file("shim/generated/compat_cuda.c")
                 .include(home.join("include"))
                 .flag_if_supported("-ffile-prefix-map=/=/")
                 .compile("mr_device_shim");
@@ -57,6 +64,7 @@ fn main() {
                 .unwrap_or_else(|| root.join("lib"));
             cc::Build::new()
                 .file("shim/device_hip.c")
+                .file("shim/generated/compat_hip.c")
                 .include(root.join("include"))
                 .define("__HIP_PLATFORM_AMD__", None)
                 .compile("mr_device_shim");

@@ -1,16 +1,19 @@
-//! CUDA names for Rust code; HIP (or a host emulation) underneath.
+//! CUDA names for Rust; HIP (or a host emulation) underneath.
 //!
 //! Every other crate in the workspace reaches the GPU runtime, the collective library and the C++
 //! bridge through this crate, with CUDA/NCCL names only. Which platform those names bind to is
 //! chosen once, by `build.rs`, from `MONARCH_GPU_PLATFORM` (`cpu`, `cuda` or `rocm`):
 //!
 //! - `cuda`: the CUDA runtime (static cudart), the bridge compiled by nvcc, NCCL loaded at run time;
-//! - `rocm`: the same names linked to their HIP equivalents (`cudaMalloc` -> `hipMalloc`), the
+//! - `rocm`: the same names bound to their HIP equivalents (`cudaMalloc` -> `hipMalloc`), the
 //!   hipified bridge, RCCL loaded at run time;
 //! - `cpu`: a host emulation with the same signatures (memory is host memory, there are no
 //!   devices), so the whole workspace builds and tests with no toolkit.
 //!
-//! Only this crate branches on the platform.
+//! The alias layer (`generated/`) is written by `python -m tools gen-compat` from the same mapping
+//! database hipify uses; what aliases alone get wrong is handled by hand here: error numbering
+//! (`error`), sticky errors (`error::check`), `CUdeviceptr` (`handles`), device properties and warp
+//! size (`device`). Only this crate branches on the platform (tests/compat/test_no_branching.py).
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
 pub mod bridge;
@@ -18,6 +21,8 @@ pub mod checksum;
 pub mod device;
 pub mod error;
 pub mod ffi;
+mod generated;
+pub mod handles;
 #[cfg(mr_platform = "cpu")]
 mod host;
 pub mod nccl;
