@@ -158,9 +158,9 @@ def _needle(pattern: bytes) -> bytes:
     return re.sub(rb"\\(.)", rb"\1", lit.split(b"(")[0].split(b"\\s")[0].split(b"\\w")[0].split(b"\\b")[0])
 
 
-_COMPILED = [
-    (rule, re.compile(pattern), _needle(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]
-]
+# (rule, pattern source, needle, spec); patterns are compiled on first use (re caches them), so start-up
+# does not pay for the rules a run never needs.
+_COMPILED = [(rule, pattern, _needle(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
 _CONTEXT = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\(")
 _CONTEXT_NO_LOOP = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl")
@@ -228,7 +228,7 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
     for rule, pattern, needle, (_p, reason, suggestion, blocking, check) in _COMPILED:
         if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
             continue
-        for m in pattern.finditer(code):
+        for m in re.finditer(pattern, code):
             start = m.start()
             if in_literal(start):
                 continue
