@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tools.hipify import HipifyOptions, hipify_tree
+from tools.hipify.mapping import load_database
+from tools.hipify.translate import Translator
 
 KERNEL = b"""__device__ unsigned long long warp_sum(unsigned long long v) {
   for (int o = warpSize / 2; o > 0; o /= 2) {
@@ -40,3 +46,25 @@ def test_hip_62_keeps_the_sync_forms(tmp_path: Path) -> None:
     text, findings = run(tmp_path, (6, 2))
     assert b"__shfl_down_sync(__activemask(), v, o)" in text
     assert not any(getattr(f, "rule", "") == "sync-mask-dropped" for f in findings)
+
+
+IDENT = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
+ARGS = st.lists(st.sampled_from([b"v", b"x + 1", b"(a, b)", b"f(c)", b" 16 ", b"cudaSuccess"]), min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ARGS,
+    st.sampled_from([b"__shfl_down_sync", b"__shfl_xor_sync", b"__ballot_sync", b"__shfl_sync"]),
+    st.sampled_from([b"__activemask()", b"0xffffffffu", b"mask"]),
+    st.binary(max_size=20),
+)
+def test_property_downgrade_only_drops_the_mask(args: list[bytes], name: bytes, mask: bytes, tail: bytes) -> None:
+    """For HIP < 6.2 the one byte-level change besides identifiers: `name(mask, rest)` -> `name'(rest)`
+    (blanks before the first kept argument go with the mask)."""
+    tr = Translator(load_database(), (5, 2))
+    prefix = name + b"(" + mask + b", "
+    src = prefix + b", ".join(args) + b");" + tail.replace(b"(", b"").replace(b")", b"")
+    out = tr.translate(src).data
+    expected_rest = b", ".join(args).lstrip(b" \t") + src[len(prefix) + len(b", ".join(args)) :]
+    assert IDENT.sub(b"I", out) == IDENT.sub(b"I", b"f(" + expected_rest)
