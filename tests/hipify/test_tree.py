@@ -253,3 +253,17 @@ def test_cache_skips_unchanged_inputs(tmp_path: Path, write: Write, monkeypatch:
     calls.clear()
     hipify_tree([src], out, HipifyOptions(hip_version=(6, 2), jobs=1))
     assert len(calls) == len(TREE)
+
+
+def test_report_matches_its_json_schema(tmp_path: Path, write: Write) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO / "tools" / "hipify" / "data" / "report.schema.json").read_text())
+    write(tmp_path / "src", {"k.cu": PLANTED, "b.bin": b"\0x"})
+    (tmp_path / "src" / "gone.h").symlink_to(tmp_path / "nowhere")
+    report = tmp_path / "r.json"
+    cli_main(
+        [str(tmp_path / "src"), "-o", str(tmp_path / "out"), "--report", str(report), "--hip-version", "5.2", "-q"]
+    )
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, schema)
+    assert {f["kind"] for f in data["findings"]} == {"hazard", "version", "unsupported", "error"}
