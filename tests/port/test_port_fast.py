@@ -256,3 +256,13 @@ def test_add_with_sides_skipped_registers(tools_cli: Runner, bare_env: dict[str,
         "port", KERNELS / "scale2.cu", "--no-cuda", "--no-rocm", "--add", "--strict", "--project", project, env=bare_env
     )
     assert strict.returncode == 1  # --strict: a skipped side fails the port, so nothing more is done
+
+
+def test_work_dir_must_not_overlap_sources(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="overlaps the sources"):
+        run_port(
+            PortRequest(
+                files=[HAZARDS / "clean.cu"], include_dirs=[ROOT / "csrc"], sides=NO_SIDES, work_dir=ROOT / "csrc" / "x"
+            )
+        )
+    assert not (ROOT / "csrc" / "x").exists()

@@ -318,10 +318,14 @@ def run_port(request: PortRequest, progress: Progress | None = None) -> PortResu
 
 def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> PortResult:
     include_dirs = [Path(os.path.abspath(d)) for d in request.include_dirs]
-    given = [Path(os.path.abspath(f)) for f in request.files]
+    given = list(dict.fromkeys(Path(os.path.abspath(f)) for f in request.files))
     for f in given:
         if not f.is_file():
             raise ToolError(f"source not found: {f}" if not f.exists() else f"not a file: {f}")
+    work = Path(os.path.abspath(work))
+    for place in [*given, *include_dirs]:
+        if work == place or work in place.parents or place in work.parents:
+            raise ToolError(f"work directory {work} overlaps the sources ({place}): choose another -o directory")
     files = resolve_includes(given, include_dirs)
     units = [f for f in given if f.suffix in COMPILE_SUFFIXES]
     sides = {s.name: s for s in request.sides}
@@ -360,8 +364,8 @@ def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> Po
 
     jobs: list[tuple[Side, Path, Path, Path, list[Path]]] = []
     for side in active:
-        for unit in units:
-            obj = work / "obj" / side.name / (unit.name + ".o")
+        for index, unit in enumerate(units):
+            obj = work / "obj" / side.name / f"{index}-{unit.name}.o"  # two units may share a name
             if side.name == "cuda":
                 jobs.append((side, unit, unit, obj, [unit.parent, *include_dirs]))
             else:
