@@ -203,6 +203,7 @@ class Translator:
         self.translate_comments_and_strings = translate_comments_and_strings
         self.report_unmapped = report_unmapped
         self._cache: dict[bytes, _Action] = {}
+        self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
         prefixes = set(_CORE_PREFIXES)
         core = ("cu", "CU", "__", "nv", "NV", "Cu")
         ident = _IDENT_NAME.match
@@ -314,7 +315,13 @@ class Translator:
         return _Action(repl, None, ns) if repl is not None else _NO_ACTION
 
     def header_action(self, path: bytes) -> tuple[bytes | None, _FindingSpec | None]:
-        """For an include path: (replacement path or b"" to drop the include, finding)."""
+        """For an include path: (replacement path or b"" to drop the include, finding). Cached."""
+        hit = self._header_cache.get(path)
+        if hit is None:
+            hit = self._header_cache[path] = self._decide_header(path)
+        return hit
+
+    def _decide_header(self, path: bytes) -> tuple[bytes | None, _FindingSpec | None]:
         name = path.decode("latin-1")
         entry = self.db.header(name)
         if entry is not None:
