@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -49,6 +50,12 @@ def test_hip_62_keeps_the_sync_forms(tmp_path: Path) -> None:
 
 
 IDENT = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
+
+
+@lru_cache(maxsize=1)
+def _translator_52() -> Translator:
+    """One translator for all examples (building one per example made this test take seconds)."""
+    return Translator(load_database(), (5, 2))
 ARGS = st.lists(st.sampled_from([b"v", b"x + 1", b"(a, b)", b"f(c)", b" 16 ", b"cudaSuccess"]), min_size=1, max_size=3)
 
 
@@ -62,7 +69,7 @@ ARGS = st.lists(st.sampled_from([b"v", b"x + 1", b"(a, b)", b"f(c)", b" 16 ", b"
 def test_property_downgrade_only_drops_the_mask(args: list[bytes], name: bytes, mask: bytes, tail: bytes) -> None:
     """For HIP < 6.2 the one byte-level change besides identifiers: `name(mask, rest)` -> `name'(rest)`
     (blanks before the first kept argument go with the mask)."""
-    tr = Translator(load_database(), (5, 2))
+    tr = _translator_52()
     prefix = name + b"(" + mask + b", "
     src = prefix + b", ".join(args) + b");" + tail.replace(b"(", b"").replace(b")", b"")
     out = tr.translate(src).data

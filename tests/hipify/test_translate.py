@@ -172,10 +172,10 @@ SOURCES = st.lists(PIECES, max_size=40).map(b"".join)
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(SOURCES)
-def test_property_only_identifiers_change(db: MappingDatabase, src: bytes) -> None:
+def test_property_only_identifiers_change(tr_newest: Translator, src: bytes) -> None:
     # Targets the newest HIP: for HIP < 6.2 the *_sync downgrade drops a call's mask argument, which changes
     # punctuation by design (tested with its own rule in test_downgrade.py).
-    out = Translator(db, None).translate(src).data
+    out = tr_newest.translate(src).data
     # mask every identifier run: what is left must be byte-identical
     assert IDENT.sub(b"I", out) == IDENT.sub(b"I", src)
 
@@ -199,8 +199,8 @@ def test_property_idempotent(tr52: Translator, src: bytes) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=300))
-def test_property_arbitrary_bytes(db: MappingDatabase, src: bytes) -> None:
-    out = Translator(db, None).translate(src).data
+def test_property_arbitrary_bytes(tr_newest: Translator, src: bytes) -> None:
+    out = tr_newest.translate(src).data
     assert IDENT.sub(b"I", out) == IDENT.sub(b"I", src)
 
 
