@@ -17,8 +17,9 @@ from _support import ROOT
 from conftest import DATA, Runner
 
 from tools.errors import ToolError
+from tools.hipify import HipifyOptions, hipify_tree
 from tools.hipify.lint import _RULES  # the lint's rule table
-from tools.port.engine import PortRequest, run_port
+from tools.port.engine import OutputMapper, PortRequest, run_port
 from tools.port.linemap import LineMap
 from tools.port.render import caret_line
 from tools.port.report import SECTIONS, write_report
@@ -266,3 +267,45 @@ def test_work_dir_must_not_overlap_sources(tmp_path: Path) -> None:
             )
         )
     assert not (ROOT / "csrc" / "x").exists()
+
+
+def test_check_reports_hazards_and_manifest_problems(
+    tools_cli: Runner, bare_env: dict[str, str], tmp_path: Path
+) -> None:
+    project = _project(tmp_path)
+    csrc = project / "csrc"
+    shutil.copy(HAZARDS / "lane_math.cu", csrc / "lanes.cu")
+    (csrc / "manifest.toml").write_text('[[kernel]]\nname = "lanes"\nsource = "lanes.cu"\nentry = "mr_kernel_lanes"\n')
+    report = tmp_path / "check.md"
+    proc = tools_cli("check", "--project", project, "--no-cuda", "--no-rocm", "--report", report, env=bare_env)
+    assert proc.returncode == 1
+    assert "csrc/lanes.cu:5:26: hazard [lane-math] (blocking)" in proc.stdout.replace(str(project) + "/", "")
+    assert "manifest: kernel 'lanes': lanes.cu does not define extern \"C\" cudaError_t mr_kernel_lanes" in proc.stdout
+    assert "## Findings" in report.read_text()
+    (csrc / "lanes.cu").write_text((HAZARDS / "clean.cu").read_text())
+    (csrc / "manifest.toml").unlink()
+    clean = tools_cli("check", "--project", project, "--no-cuda", "--no-rocm", env=bare_env)
+    assert clean.returncode == 0, clean.stdout
+    assert "check: ok, with the CUDA side skipped and the ROCm side skipped" in clean.stdout
+    assert tools_cli("check", "--project", project, "--no-cuda", "--no-rocm", "--strict", env=bare_env).returncode == 1
+
+
+def test_compiler_output_is_mapped_to_cuda_positions(tmp_path: Path) -> None:
+    src = KERNELS / "rocm_only.cu"
+    staged = stage([src], [ROOT / "csrc"], tmp_path / "stage")
+    result = hipify_tree(staged.roots, tmp_path / "hip", HipifyOptions(hip_version=(5, 2)))
+    (out,) = result.outputs.values()
+    hip_line = out.read_text().splitlines()[5]
+    hip_col = hip_line.index("__reduce_add_sync") + 1
+    cuda_col = src.read_text().splitlines()[5].index("__reduce_add_sync") + 1
+    assert hip_col != cuda_col  # the line got shorter: the mapping has work to do
+    mapper = OutputMapper(result.outputs, staged)
+    raw = f"In file included from {out}:1:\n{out}:6:{hip_col}: error: use of undeclared identifier 'x'\n"
+    mapped = mapper.text(raw)
+    shown_src = src.relative_to(ROOT).as_posix()  # the tests run from the checkout's root
+    assert mapped == (
+        f"In file included from {shown_src}:1:\n{shown_src}:6:{cuda_col}: error: use of undeclared identifier 'x'\n"
+    )
+    (diag,) = mapper.diagnostics(mapped, 1)
+    assert (diag.file, diag.line, diag.column, diag.severity) == (shown_src, 6, cuda_col, "error")
+    assert "__reduce_add_sync(__activemask(), v)" in diag.source_text

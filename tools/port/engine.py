@@ -196,7 +196,7 @@ def _read_lines(path: Path, cache: dict[Path, list[str]]) -> list[str]:
     return cache[path]
 
 
-class _Mapper:
+class OutputMapper:
     """Rewrites compiler output: hipified paths (and their lines/columns) -> CUDA sources."""
 
     def __init__(self, outputs: Mapping[Path, Path], staged: Staged) -> None:
@@ -264,7 +264,7 @@ def _compile(
     obj: Path,
     include_dirs: Sequence[Path],
     environ: Mapping[str, str],
-    mapper: _Mapper,
+    mapper: OutputMapper,
 ) -> UnitResult:
     obj.parent.mkdir(parents=True, exist_ok=True)
     cmd = compile_command(side, compiled, obj, include_dirs)
@@ -360,7 +360,7 @@ def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> Po
     ]
     outputs = {staged.original(s): o for s, o in result.outputs.items()}
     diffs = [_diff(staged.original(s), s, o, out_root) for s, o in sorted(result.outputs.items())]
-    mapper = _Mapper(result.outputs, staged)
+    mapper = OutputMapper(result.outputs, staged)
 
     jobs: list[tuple[Side, Path, Path, Path, list[Path]]] = []
     for side in active:
