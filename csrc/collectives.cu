@@ -19,7 +19,7 @@ namespace {
 #define MR_NCCL_FUNCTIONS(X)                                                                  \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommAbort) \
   X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclAllReduce) X(ncclBroadcast) X(ncclSend) \
-  X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)
+  X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetLastError)
 
 struct CollectiveTable {
 #define MR_FIELD(name) decltype(&::name) name = nullptr;
@@ -110,8 +110,15 @@ MR_FORWARD(ncclResult_t, ncclRecv,
 MR_FORWARD(ncclResult_t, ncclGroupStart, (void), ())
 MR_FORWARD(ncclResult_t, ncclGroupEnd, (void), ())
 
+// Without a loaded library both answer why it could not be loaded (the reason stays in the table).
 extern "C" const char* mr_ncclGetErrorString(ncclResult_t result) {
   CollectiveTable* t = loaded();
-  if (!t) return "collective library not loaded";
+  if (!t) return table().error;
   return t->ncclGetErrorString(result);
+}
+
+extern "C" const char* mr_ncclGetLastError(ncclComm_t comm) {
+  CollectiveTable* t = loaded();
+  if (!t) return table().error;
+  return t->ncclGetLastError(comm);
 }

@@ -20,14 +20,28 @@ pub fn mix64(mut z: u64) -> u64 {
 
 /// The checksum of `data`, computed on the host.
 pub fn reference(data: &[u8]) -> u64 {
+    finalize(partial(data, 0), data.len())
+}
+
+/// The unfinalised sum over `data`, whose first byte is word `word_offset` of a larger buffer
+/// (so `data` must start at a multiple of 8 bytes into it). Partial sums of consecutive pieces add
+/// up (wrapping) to the whole buffer's; `finalize` turns the total into the checksum. The bridge's
+/// `mr_checksum_partial` computes the same on the device.
+pub fn partial(data: &[u8], word_offset: u64) -> u64 {
     let mut sum = 0u64;
     for (i, chunk) in data.chunks(8).enumerate() {
         let mut word = [0u8; 8];
         word[..chunk.len()].copy_from_slice(chunk);
-        let salted = u64::from_le_bytes(word) ^ (i as u64).wrapping_mul(GOLDEN);
+        let index = word_offset.wrapping_add(i as u64);
+        let salted = u64::from_le_bytes(word) ^ index.wrapping_mul(GOLDEN);
         sum = sum.wrapping_add(mix64(salted));
     }
-    mix64(sum ^ data.len() as u64)
+    sum
+}
+
+/// The checksum of a buffer of `len` bytes whose partial sums add up to `sum`.
+pub fn finalize(sum: u64, len: usize) -> u64 {
+    mix64(sum ^ len as u64)
 }
 
 #[cfg(test)]
@@ -46,6 +60,16 @@ mod tests {
         let mut b = a.clone();
         b.swap(0, 8); // swap bytes of two different words
         assert_ne!(reference(&a), reference(&b));
+    }
+
+    #[test]
+    fn partial_sums_of_pieces_add_up() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for cut in [0usize, 8, 496, 992] {
+            let sum =
+                partial(&data[..cut], 0).wrapping_add(partial(&data[cut..], (cut / 8) as u64));
+            assert_eq!(finalize(sum, data.len()), reference(&data));
+        }
     }
 
     #[test]

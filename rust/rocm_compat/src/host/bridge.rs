@@ -23,8 +23,29 @@ pub unsafe fn mr_checksum_device(
     *result = crate::checksum::reference(bytes);
     0
 }
+pub unsafe fn mr_checksum_partial(
+    data: *const c_void,
+    nbytes: usize,
+    word_offset: u64,
+    sum: *mut u64,
+    _s: cudaStream_t,
+) -> cudaError_t {
+    if sum.is_null() || (nbytes > 0 && data.is_null()) {
+        return cudaErrorInvalidValue;
+    }
+    let bytes = if nbytes == 0 {
+        &[][..]
+    } else {
+        std::slice::from_raw_parts(data as *const u8, nbytes)
+    };
+    *sum = crate::checksum::partial(bytes, word_offset);
+    0
+}
 pub unsafe fn mr_collective_load(error: *mut c_char, error_len: usize) -> c_int {
-    let msg = b"the CPU build has no collective library (NCCL/RCCL need a CUDA or ROCm build)";
+    // The in-process communicators (host/nccl.rs) are an emulation, not a library: this stays -1 so
+    // build_info() says no NCCL/RCCL is loaded.
+    let msg = b"the CPU build has no collective library (NCCL/RCCL need a CUDA or ROCm build); \
+                its communicators connect threads of one process (host emulation)";
     if !error.is_null() && error_len > 0 {
         let n = msg.len().min(error_len - 1);
         std::ptr::copy_nonoverlapping(msg.as_ptr() as *const c_char, error, n);
