@@ -9,10 +9,12 @@ already under csrc/, refusing to overwrite a different file; check that it defin
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +118,18 @@ def _choose_entry(source: Path, text: str, entry: str | None) -> str:
     raise ToolError(f"{source} defines several entry points ({', '.join(found)}): choose one with --entry")
 
 
+@contextmanager
+def _locked(csrc: Path) -> Iterator[None]:
+    """One writer at a time (two `port --add` in one checkout): an advisory lock on the csrc/ directory
+    itself, so no lock file is left behind."""
+    fd = os.open(csrc, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def register(
     source: Path, csrc: Path, *, name: str | None = None, entry: str | None = None, dry_run: bool = False
 ) -> Registration:
@@ -124,6 +138,13 @@ def register(
     csrc = Path(os.path.abspath(csrc))
     if not csrc.is_dir():
         raise ToolError(f"{csrc} is not a directory: --add needs the project's csrc/ (see --project)")
+    if dry_run:
+        return _register(source, csrc, name, entry, dry_run=True)
+    with _locked(csrc):
+        return _register(source, csrc, name, entry, dry_run=False)
+
+
+def _register(source: Path, csrc: Path, name: str | None, entry: str | None, *, dry_run: bool) -> Registration:
     try:
         text = source.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -251,7 +272,3 @@ def check_manifest(csrc: Path) -> list[str]:
                 "(void* data, size_t nbytes, cudaStream_t stream)"
             )
     return out
-
-
-def kernel_units(sources: Sequence[Path]) -> list[Path]:
-    return [s for s in sources if s.suffix == ".cu"]
