@@ -412,6 +412,11 @@ class Translator:
                         out.append(act.replacement)
                         pos = end
                     continue
+                if kind in ("lc", "bc") and not tcs:  # comments: the next most common token
+                    span = m.span()
+                    if span[0] >= skip_until:
+                        spans.append(span)
+                    continue
                 mstart = m.start()
                 if mstart < skip_until:
                     continue
