@@ -362,6 +362,39 @@ mod tests {
         assert!(err.to_string().starts_with("cudaErrorInvalidDevice ("));
     }
 
+    /// Runs against whatever runtime this build links (the real HIP or CUDA runtime on a rocm/cuda
+    /// build, with or without a GPU): errors come back CUDA-named and are consumed by `check`.
+    #[test]
+    fn runtime_errors_are_cuda_named_and_consumed() {
+        let mut count = -1;
+        // SAFETY: `count` is a valid out-pointer.
+        let code = unsafe { ffi::cudaGetDeviceCount(&mut count) };
+        // Without a usable device the runtime cannot initialise and answers every call, the
+        // last-error queries included, with an error: the slot can only be checked with a runtime.
+        let runtime_up = match check(code) {
+            Ok(()) => true,
+            Err(e) => {
+                assert!(e.is_no_device(), "{e}");
+                false
+            }
+        };
+        // SAFETY: an invalid device index is an error, not undefined behaviour.
+        let code = unsafe { ffi::cudaSetDevice(1 << 20) };
+        let err = check(code).unwrap_err();
+        assert!(
+            matches!(
+                err.name.as_str(),
+                "cudaErrorInvalidDevice" | "cudaErrorNoDevice" | "cudaErrorInsufficientDriver"
+            ),
+            "{err}"
+        );
+        assert!(!err.message.is_empty());
+        if runtime_up {
+            assert_ne!(unsafe { ffi::cudaPeekAtLastError() }, code, "{err} left in the slot");
+            assert_eq!(take_last_error(), Ok(()));
+        }
+    }
+
     #[cfg(mr_platform = "cpu")]
     #[test]
     fn check_consumes_the_error_it_returns() {
