@@ -267,3 +267,16 @@ def test_report_matches_its_json_schema(tmp_path: Path, write: Write) -> None:
     data = json.loads(report.read_text())
     jsonschema.validate(data, schema)
     assert {f["kind"] for f in data["findings"]} == {"hazard", "version", "unsupported", "error"}
+
+
+def test_project_names_that_look_like_cuda_are_not_unmapped(tmp_path: Path, write: Write) -> None:
+    write(
+        tmp_path / "src",
+        {
+            "util.h": "#pragma once\nstruct cudaHelperState { int x; };\nvoid cudaCheckLast(const char* what);\n",
+            "util.cpp": '#include "util.h"\nvoid cudaCheckLast(const char* what) { (void)what; }\n',
+            "k.cu": '#include "util.h"\nvoid f() { cudaHelperState s; cudaCheckLast("x"); cudaNoSuchApi(); }\n',
+        },
+    )
+    res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
+    assert [(f.name, f.kind) for f in res.findings] == [("cudaNoSuchApi", "unmapped")]

@@ -175,6 +175,13 @@ _IDENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]+\Z")
 _IDC_SET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _DIGITS = frozenset(b"0123456789")
 _DEFINE = re.compile(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
+# CUDA-looking names the project defines itself (a helper "cudaCheck(...) { ... }", "struct cudaThing"), so
+# that they are not reported as unmapped CUDA API names. Literal-led, so the scan is cheap.
+_PROJECT_CU_NAMES = re.compile(
+    rb"(?:cu|CU|nvrtc)[A-Za-z0-9_]*(?=\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{]*)?\{)"
+    rb"|(?:struct|class|enum|union)\s+(?:cu|CU)[A-Za-z0-9_]*"
+    rb"|using\s+(?:cu|CU)[A-Za-z0-9_]*(?=\s*=)"
+)
 _LITERAL_PREFIXES = (b"", b"u8", b"u", b"U", b"L")
 
 
@@ -501,6 +508,11 @@ class Translator:
             scan_from = restart
         if self.report_unmapped:
             defines = [d.decode("latin-1") for d in _DEFINE.findall(data)]
+            for m in _PROJECT_CU_NAMES.finditer(data):
+                start = m.start()
+                if start and data[start - 1] in idc:
+                    continue
+                defines.append(m.group().split()[-1].decode("latin-1"))
         changed = pos > 0
         if pos == 0:
             result = data
