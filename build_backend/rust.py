@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import zipfile
 from collections.abc import Mapping
@@ -16,6 +17,16 @@ from build_backend.settings import Settings
 from build_backend.toolchain import Toolchain
 
 EXTENSION_NAME = "_native"
+
+
+def _maturin(environ: Mapping[str, str]) -> list[str]:
+    """The maturin command. Under pip's build isolation the maturin binary is on PATH (pip puts the build
+    environment's scripts there) but `python -m maturin` looks in the base interpreter's scripts directory
+    and misses it; so PATH first, then the scripts next to this interpreter, then `-m maturin`."""
+    found = shutil.which("maturin", path=environ.get("PATH")) or shutil.which(
+        "maturin", path=str(Path(sys.executable).parent)
+    )
+    return [found] if found else [sys.executable, "-m", "maturin"]
 
 
 def build_extension(
@@ -60,9 +71,7 @@ def build_extension(
     if toolchain.rpaths:
         link_args = ["-C", f"link-arg=-Wl,--enable-new-dtags,-rpath,{':'.join(toolchain.rpaths)}"]
     args = [
-        sys.executable,
-        "-m",
-        "maturin",
+        *_maturin(environ),
         "build",
         "--manifest-path",
         os.fspath(manifest),
