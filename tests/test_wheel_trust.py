@@ -178,16 +178,29 @@ def test_editable_install_picks_up_changes(tmp_path: Path, sdist_tree: Path) -> 
     assert out.stdout.strip() == "1", out.stderr
 
 
-@pytest.mark.parametrize("frontend", ["build", "uv"])
+@pytest.mark.parametrize("frontend", ["pip-isolated", "build", "uv"])
 def test_other_frontends_build_the_same_wheel(
     frontend: str, tmp_path: Path, sdist_tree: Path, built_wheels: dict[str, Path]
 ) -> None:
-    """`python -m build --wheel` (no isolation) and `uv build --wheel` (isolated: build requirements from
-    PyPI) give a wheel with the same name and contents as pip's."""
+    """pip with build isolation (what `pip install .` does), `python -m build --wheel` (no isolation) and
+    `uv build --wheel` (isolated) give a wheel with the same name and contents as the session's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "ROCM_", "MONARCH_"))}
     env["SOURCE_DATE_EPOCH"] = "1700000000"
     out = tmp_path / "dist"
-    if frontend == "build":
+    if frontend == "pip-isolated":
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-w",
+            str(out),
+            str(sdist_tree),
+            "-C",
+            f"build-dir={tmp_path / 'b'}",
+        ]
+    elif frontend == "build":
         cmd = [
             sys.executable,
             "-m",
