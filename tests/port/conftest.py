@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import pytest
-from _support import ROOT, Toolchains
-
-DATA = Path(__file__).resolve().parent / "data"
-
-Runner = Callable[..., subprocess.CompletedProcess[str]]
+from _port_support import Runner, run_tools
+from _support import Toolchains
 
 
 def _base_env() -> dict[str, str]:
@@ -39,20 +32,6 @@ def port_env(toolchains: Toolchains) -> dict[str, str]:
         HIP_PLATFORM="amd",
     )
     return env
-
-
-def run_tools(
-    *args: str | Path, env: Mapping[str, str], cwd: Path = ROOT, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tools", *map(str, args)],
-        cwd=cwd,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture

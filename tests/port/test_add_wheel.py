@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from _port_support import DATA, Runner
 from _support import ROOT, Toolchains, make_venv, pip_wheel, tree_digest
-from conftest import DATA, Runner
 
 pytestmark = pytest.mark.slow
 KERNELS = DATA / "kernels"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from _port_support import DATA
 
 from build_backend.kernels import read_manifest
 from tools.errors import ToolError

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _port_support import DATA, Runner
 from _support import ROOT, tree_digest
-from conftest import DATA, Runner
 
 from tools.port.report import SECTIONS
 

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _port_support import DATA, Runner
 from _support import ROOT
-from conftest import DATA, Runner
 
 from tools.errors import ToolError
 from tools.hipify import HipifyOptions, hipify_tree
