@@ -358,6 +358,7 @@ def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> Po
         )
         for f in result.findings
     ]
+    findings.sort(key=Finding.sort_key)  # by the CUDA file's path, then position
     outputs = {staged.original(s): o for s, o in result.outputs.items()}
     diffs = [_diff(staged.original(s), s, o, out_root) for s, o in sorted(result.outputs.items())]
     mapper = OutputMapper(result.outputs, staged)

@@ -113,7 +113,7 @@ def markdown(result: PortResult, *, title: str, strict: bool) -> str:
         where = f"{shown(f.file)}:{f.line}:{f.column}" if f.line else shown(f.file)
         tag = "blocking" if f.blocking else "warning"
         rule = f" `[{f.rule}]`" if f.rule else ""
-        lines += [f"### `{where}` — {f.kind}{rule} ({tag})", "", f"**{f.name}**: {f.reason}", ""]
+        lines += [f"### `{where}` — {f.kind}{rule} ({tag})", "", f"`{f.name}`: {f.reason}", ""]
         text = source_line(f.file, f.line, cache)
         if text:
             lines += [*_fence(f"{f.line:5} | {text}\n      | {caret_line(text, f.column)}"), ""]
