@@ -280,3 +280,23 @@ def test_project_names_that_look_like_cuda_are_not_unmapped(tmp_path: Path, writ
     )
     res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
     assert [(f.name, f.kind) for f in res.findings] == [("cudaNoSuchApi", "unmapped")]
+
+
+def test_declared_cuda_looking_variables_are_not_unmapped(tmp_path: Path, write: Write) -> None:
+    write(
+        tmp_path / "src",
+        {
+            "k.cu": (
+                "template <typename T> T cuGet(int);\n"
+                "template <> float cuGet<float>(int x) { return float(x); }\n"
+                "void f(CUdevice cuDevice) {\n"
+                "  CUresult cuStatus = cuInit(0);\n"
+                "  dim3 cudaGrid(1, 1, 1);\n"
+                "  s.cudaProducer = cuStatus;\n"
+                "  if (cuStatus == 0) cudaBrandNewApi(cudaGrid, cuGet<float>(1));\n"
+                "}\n"
+            ),
+        },
+    )
+    res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
+    assert [(f.name, f.kind, f.line) for f in res.findings] == [("cudaBrandNewApi", "unmapped", 7)]
