@@ -27,6 +27,7 @@ from tools.gen_compat.headers import (
     Snapshot,
     parse_all_enums,
     parse_enum,
+    parse_enum_names,
     read_cuda,
     read_hip,
     read_snapshot,
@@ -173,6 +174,19 @@ def test_not_a_checkout_is_a_clear_error(tmp_path: Path) -> None:
     assert "not a monarch-runtime checkout" in proc.stderr
 
 
+def test_a_used_enum_type_brings_all_its_values() -> None:
+    """cudaMemcpyKind is used, so every cudaMemcpyKind value HIP has is generated, used or not."""
+    runtime = (REPO / "rust/rocm_compat/src/generated/runtime.rs").read_text(encoding="utf-8")
+    for name, value in [
+        ("cudaMemcpyHostToHost", 0),
+        ("cudaMemcpyHostToDevice", 1),
+        ("cudaMemcpyDeviceToHost", 2),
+        ("cudaMemcpyDeviceToDevice", 3),
+        ("cudaMemcpyDefault", 4),
+    ]:
+        assert f"pub const {name}: cudaMemcpyKind = {value};" in runtime
+
+
 # ----------------------------------------------------------------------------------- error table
 
 
@@ -281,6 +295,16 @@ def test_prototype_renders_for_hip_with_the_mapped_types() -> None:
     rename = {"cudaError_t": "hipError_t", "cudaMemcpyKind": "hipMemcpyKind", "cudaStream_t": "hipStream_t"}
     assert [p.ctype.c(rename) for p in proto.params][3:] == ["hipMemcpyKind", "hipStream_t"]
     assert proto.ret.c(rename) == "hipError_t"
+
+
+def test_enum_names_come_from_the_tag_or_the_typedef() -> None:
+    text = "enum __device_builtin__ cudaMemcpyKind { cudaA = 0, cudaB = 1 };\ntypedef enum { hipC, hipD } hipE;"
+    assert parse_enum_names(text) == {
+        "cudaA": "cudaMemcpyKind",
+        "cudaB": "cudaMemcpyKind",
+        "hipC": "hipE",
+        "hipD": "hipE",
+    }
 
 
 def test_enum_parsing_handles_implicit_aliased_and_wrapped_values() -> None:

@@ -78,6 +78,7 @@ class Constant:
     hip_name: str
     cuda_value: int
     hip_value: int
+    rust_type: str = "c_int"
 
 
 @dataclass
@@ -208,8 +209,36 @@ def build_plan(db: MappingDatabase, snap: Snapshot, used: dict[str, list[Use]], 
     missing = sorted(t for t in types if db.lookup(t) is None)
     if missing:
         raise ToolError(f"types {missing} are not in the mapping database")
+    _add_enum_families(plan, db, types, version)
     plan.types = sorted(types)
     return plan
+
+
+def _add_enum_families(plan: Plan, db: MappingDatabase, types: set[str], version: Version | None) -> None:
+    """A used enumerator brings its enum type (when the crate has a Rust name for it), and a used enum
+    type brings every enumerator HIP provides: ``cudaMemcpyKind`` comes with all of its values."""
+    snap = plan.snapshot
+    for c in plan.constants:
+        enum = snap.cuda.enum_of.get(c.name, "")
+        if enum in RUST_TYPES and db.lookup(enum) is not None:
+            types.add(enum)
+    have = {c.name for c in plan.constants}
+    for name, enum in sorted(snap.cuda.enum_of.items()):
+        if enum not in types or name in have:
+            continue
+        entry = db.lookup(name)
+        if entry is None or not entry.available_in(version) or entry.hip_name not in snap.hip.enums:
+            continue  # HIP has no such value: not provided on any platform
+        plan.constants.append(Constant(name, entry.hip_name, snap.cuda.enums[name], snap.hip.enums[entry.hip_name]))
+    plan.constants = sorted(
+        (
+            Constant(c.name, c.hip_name, c.cuda_value, c.hip_value, snap.cuda.enum_of.get(c.name, "c_int"))
+            if snap.cuda.enum_of.get(c.name) in types
+            else c
+            for c in plan.constants
+        ),
+        key=lambda c: (c.rust_type, c.cuda_value, c.name),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -249,10 +278,12 @@ def render_runtime(plan: Plan) -> str:
     consts = []
     for c in plan.constants:
         if c.cuda_value == c.hip_value:
-            consts.append(f"/// `{c.hip_name}` on ROCm (same value).\npub const {c.name}: c_int = {c.cuda_value};")
+            consts.append(
+                f"/// `{c.hip_name}` on ROCm (same value).\npub const {c.name}: {c.rust_type} = {c.cuda_value};"
+            )
         else:
             consts.append(
-                f"/// `{c.hip_name}` on ROCm.\npub const {c.name}: c_int = "
+                f"/// `{c.hip_name}` on ROCm.\npub const {c.name}: {c.rust_type} = "
                 f"crate::generated::errors::pick({c.cuda_value}, {c.hip_value});"
             )
     externs, checks, stubs = [], [], []

@@ -40,6 +40,7 @@ class HeaderFacts:
     version: str
     errors: dict[str, int] = field(default_factory=dict)  # error enumerator -> value, in header order
     enums: dict[str, int] = field(default_factory=dict)  # every other enumerator with a plain value
+    enum_of: dict[str, str] = field(default_factory=dict)  # enumerator -> its enum's (typedef) name
     prototypes: dict[str, str] = field(default_factory=dict)  # function -> "ret name(args)"
     renames: dict[str, str] = field(default_factory=dict)  # function -> the symbol a #define names
 
@@ -78,7 +79,23 @@ def parse_enum(text: str, opener: str) -> dict[str, int]:
     return values
 
 
-_ENUM_BODY = re.compile(r"\benum\b[^{};()]*\{(?P<body>[^{}]*)\}")
+_ENUM_BODY = re.compile(r"\benum\b(?P<head>[^{};()]*)\{(?P<body>[^{}]*)\}\s*(?P<tail>\w*)")
+
+
+def parse_enum_names(text: str) -> dict[str, str]:
+    """Enumerator -> the name of its enum: the tag (``enum cudaMemcpyKind {``), else the typedef name
+    after the body (``typedef enum { ... } hipX;``)."""
+    out: dict[str, str] = {}
+    for match in _ENUM_BODY.finditer(text):
+        words = [w for w in match.group("head").split() if not (w.startswith("__") or w.isupper())]
+        name = words[-1] if words else match.group("tail")
+        if not name:
+            continue
+        for raw in match.group("body").split(","):
+            enumerator = raw.partition("=")[0].strip()
+            if re.fullmatch(r"[A-Za-z_]\w*", enumerator):
+                out.setdefault(enumerator, name)
+    return out
 
 
 def parse_all_enums(text: str) -> dict[str, int]:
@@ -123,6 +140,8 @@ def read_cuda(include: Path) -> HeaderFacts:
     facts.enums.update(
         (k, v) for k, v in {**parse_all_enums(types_text), **parse_all_enums(api_text)}.items() if k not in facts.errors
     )
+    names = {**parse_enum_names(types_text), **parse_enum_names(api_text)}
+    facts.enum_of.update((k, names[k]) for k in facts.enums if k in names)
     for m in _CUDA_PROTO.finditer(api_text):
         facts.prototypes.setdefault(m.group("name"), _normalize_proto(m.group("ret"), m.group("name"), m.group("args")))
     for m in _DEFINE.finditer(api_text):
@@ -147,6 +166,8 @@ def read_hip(include: Path) -> HeaderFacts:
     facts.enums.update(
         (k, v) for k, v in {**parse_all_enums(types_text), **parse_all_enums(text)}.items() if k not in facts.errors
     )
+    names = {**parse_enum_names(types_text), **parse_enum_names(text)}
+    facts.enum_of.update((k, names[k]) for k in facts.enums if k in names)
     for m in _HIP_PROTO.finditer(text):
         facts.prototypes.setdefault(m.group("name"), _normalize_proto(m.group("ret"), m.group("name"), m.group("args")))
     for m in _DEFINE.finditer(text):
@@ -180,6 +201,7 @@ def write_snapshot(path: Path, snap: Snapshot, sources: tuple[str, str]) -> None
     for platform, facts in (("cuda", snap.cuda), ("hip", snap.hip)):
         lines += [f"{platform}\terror\t{name}\t{value}" for name, value in facts.errors.items()]
         lines += [f"{platform}\tenum\t{name}\t{facts.enums[name]}" for name in sorted(facts.enums)]
+        lines += [f"{platform}\tenum_of\t{name}\t{facts.enum_of[name]}" for name in sorted(facts.enum_of)]
         lines += [f"{platform}\tprototype\t{name}\t{facts.prototypes[name]}" for name in sorted(facts.prototypes)]
         lines += [f"{platform}\trename\t{name}\t{facts.renames[name]}" for name in sorted(facts.renames)]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +236,8 @@ def read_snapshot(path: Path = SNAPSHOT) -> Snapshot:
             target.errors[name] = int(value)
         elif kind == "enum":
             target.enums[name] = int(value)
+        elif kind == "enum_of":
+            target.enum_of[name] = value
         elif kind == "prototype":
             target.prototypes[name] = value
         elif kind == "rename":
@@ -229,4 +253,6 @@ def read_snapshot(path: Path = SNAPSHOT) -> Snapshot:
 
 
 def _with_version(f: HeaderFacts, version: str) -> HeaderFacts:
-    return HeaderFacts(version, errors=f.errors, enums=f.enums, prototypes=f.prototypes, renames=f.renames)
+    return HeaderFacts(
+        version, errors=f.errors, enums=f.enums, enum_of=f.enum_of, prototypes=f.prototypes, renames=f.renames
+    )

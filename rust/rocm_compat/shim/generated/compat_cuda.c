@@ -64,7 +64,10 @@ _Static_assert(cudaErrorInvalidValue == 1, "cudaErrorInvalidValue is not 1 in th
 _Static_assert(cudaErrorMemoryAllocation == 2, "cudaErrorMemoryAllocation is not 2 in the headers found");
 _Static_assert(cudaErrorNoDevice == 100, "cudaErrorNoDevice is not 100 in the headers found");
 _Static_assert(cudaSuccess == 0, "cudaSuccess is not 0 in the headers found");
-_Static_assert(cudaMemcpyDeviceToHost == 2, "cudaMemcpyDeviceToHost is not 2 in the headers found");
+_Static_assert(cudaMemcpyHostToHost == 0, "cudaMemcpyHostToHost is not 0 in the headers found");
 _Static_assert(cudaMemcpyHostToDevice == 1, "cudaMemcpyHostToDevice is not 1 in the headers found");
+_Static_assert(cudaMemcpyDeviceToHost == 2, "cudaMemcpyDeviceToHost is not 2 in the headers found");
+_Static_assert(cudaMemcpyDeviceToDevice == 3, "cudaMemcpyDeviceToDevice is not 3 in the headers found");
+_Static_assert(cudaMemcpyDefault == 4, "cudaMemcpyDefault is not 4 in the headers found");
 _Static_assert(sizeof(cudaError_t) == sizeof(int), "cudaError_t is not an int");
 _Static_assert(sizeof(CUdeviceptr) == 8, "CUdeviceptr is not 64-bit");

@@ -63,7 +63,10 @@ _Static_assert(hipErrorInvalidValue == 1, "hipErrorInvalidValue is not 1 in the 
 _Static_assert(hipErrorOutOfMemory == 2, "hipErrorOutOfMemory is not 2 in the headers found");
 _Static_assert(hipErrorNoDevice == 100, "hipErrorNoDevice is not 100 in the headers found");
 _Static_assert(hipSuccess == 0, "hipSuccess is not 0 in the headers found");
-_Static_assert(hipMemcpyDeviceToHost == 2, "hipMemcpyDeviceToHost is not 2 in the headers found");
+_Static_assert(hipMemcpyHostToHost == 0, "hipMemcpyHostToHost is not 0 in the headers found");
 _Static_assert(hipMemcpyHostToDevice == 1, "hipMemcpyHostToDevice is not 1 in the headers found");
+_Static_assert(hipMemcpyDeviceToHost == 2, "hipMemcpyDeviceToHost is not 2 in the headers found");
+_Static_assert(hipMemcpyDeviceToDevice == 3, "hipMemcpyDeviceToDevice is not 3 in the headers found");
+_Static_assert(hipMemcpyDefault == 4, "hipMemcpyDefault is not 4 in the headers found");
 _Static_assert(sizeof(hipError_t) == sizeof(int), "hipError_t is not an int");
 _Static_assert(sizeof(hipDeviceptr_t) == 8, "hipDeviceptr_t is not 64-bit");

@@ -11,10 +11,16 @@ pub type cudaEvent_t = *mut c_void;
 pub type cudaMemcpyKind = c_int;
 pub type cudaStream_t = *mut c_void;
 
-/// `hipMemcpyDeviceToHost` on ROCm (same value).
-pub const cudaMemcpyDeviceToHost: c_int = 2;
+/// `hipMemcpyHostToHost` on ROCm (same value).
+pub const cudaMemcpyHostToHost: cudaMemcpyKind = 0;
 /// `hipMemcpyHostToDevice` on ROCm (same value).
-pub const cudaMemcpyHostToDevice: c_int = 1;
+pub const cudaMemcpyHostToDevice: cudaMemcpyKind = 1;
+/// `hipMemcpyDeviceToHost` on ROCm (same value).
+pub const cudaMemcpyDeviceToHost: cudaMemcpyKind = 2;
+/// `hipMemcpyDeviceToDevice` on ROCm (same value).
+pub const cudaMemcpyDeviceToDevice: cudaMemcpyKind = 3;
+/// `hipMemcpyDefault` on ROCm (same value).
+pub const cudaMemcpyDefault: cudaMemcpyKind = 4;
 
 #[cfg(not(mr_platform = "cpu"))]
 extern "C" {
