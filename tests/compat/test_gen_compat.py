@@ -413,3 +413,55 @@ def test_a_changed_hip_error_value_fails_the_build(tmp_path: Path, db: MappingDa
     proc = _compile(source, "-D__HIP_PLATFORM_AMD__", f"-I{HIP_INCLUDE}")
     assert proc.returncode != 0
     assert "hipErrorNoDevice is not 4242 in the headers found" in proc.stderr
+
+
+# ------------------------------------------------------------------------------ C/C++ compat header
+
+SNIPPET = """#include "monarch/cuda_compat.h"
+int f(void) {
+  void* p = 0;
+  cudaError_t e = cudaMalloc(&p, 16);
+  if (e == cudaErrorMemoryAllocation || e == cudaErrorNoDevice) return 1;
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  cudaMemcpyAsync(p, p, 16, cudaMemcpyDeviceToDevice, s);
+  cudaEvent_t ev;
+  cudaEventCreate(&ev);
+  return cudaGetLastError() == cudaSuccess;
+}
+"""
+COMPAT_INCLUDE = REPO / "rust/rocm_compat/include"
+
+
+def test_compat_header_aliases_only_what_hip_has() -> None:
+    text = (COMPAT_INCLUDE / "monarch/cuda_compat.h").read_text(encoding="utf-8")
+    assert "#define cudaMalloc hipMalloc\n" in text
+    assert "#define cudaErrorNoKernelImageForDevice hipErrorNoBinaryForGpu\n" in text
+    assert "cudaErrorInvalidTexture" not in text  # unsupported: no alias, a compile error on HIP
+    assert "cudaGraphInstantiateWithParams" not in text  # needs HIP 6.2, the snapshot is 5.2
+
+
+@needs_cc
+@needs_hip_headers
+def test_cuda_code_compiles_on_hip_through_the_compat_header(tmp_path: Path) -> None:
+    src = tmp_path / "use.c"
+    src.write_text(SNIPPET, encoding="utf-8")
+    proc = _compile(
+        src, "-DMONARCH_CUDA_COMPAT_HIP", "-D__HIP_PLATFORM_AMD__", f"-I{COMPAT_INCLUDE}", f"-I{HIP_INCLUDE}"
+    )
+    assert proc.returncode == 0, proc.stderr
+    bad = tmp_path / "bad.c"
+    bad.write_text(SNIPPET.replace("cudaErrorNoDevice", "cudaErrorInvalidTexture"), encoding="utf-8")
+    proc = _compile(
+        bad, "-DMONARCH_CUDA_COMPAT_HIP", "-D__HIP_PLATFORM_AMD__", f"-I{COMPAT_INCLUDE}", f"-I{HIP_INCLUDE}"
+    )
+    assert proc.returncode != 0 and "cudaErrorInvalidTexture" in proc.stderr
+
+
+@needs_cc
+@needs_cuda_headers
+def test_the_compat_header_is_plain_cuda_without_the_switch(tmp_path: Path) -> None:
+    src = tmp_path / "use.c"
+    src.write_text(SNIPPET, encoding="utf-8")
+    proc = _compile(src, f"-I{COMPAT_INCLUDE}", f"-I{CUDA_INCLUDE}")
+    assert proc.returncode == 0, proc.stderr

@@ -16,6 +16,7 @@ from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 CRATE = Path("rust/rocm_compat")
 GENERATED_RS = CRATE / "src" / "generated"
 GENERATED_C = CRATE / "shim" / "generated"
+GENERATED_HEADER = CRATE / "include" / "monarch" / "cuda_compat.h"
 HOST_RUNTIME = CRATE / "src" / "host" / "runtime.rs"
 THUNK_PREFIX = "mr_compat_"
 
@@ -436,6 +437,46 @@ def render_c(plan: Plan, platform: str, db: MappingDatabase) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_c_header(db: MappingDatabase, snap: Snapshot) -> str:
+    """A llama.cpp-style compile-time alias header for C/C++ projects that prefer it to source translation:
+    every CUDA runtime name HIP provides in the snapshot's HIP version, as a ``#define`` to its HIP name.
+    Functions and enumerators are only those the HIP headers of the snapshot declare."""
+    version = _hip_version(snap)
+    plan = Plan(snapshot=snap)
+    rows: dict[str, list[str]] = {"type": [], "function": [], "enum": [], "define": []}
+    for entry in sorted(db, key=lambda e: e.cuda_name):
+        if entry.library != "runtime" or entry.kind not in rows or entry.cuda_name == entry.hip_name:
+            continue
+        if not entry.available_in(version):
+            continue
+        if entry.kind == "function" and entry.hip_name not in snap.hip.prototypes:
+            continue
+        if entry.kind == "enum" and entry.hip_name not in snap.hip.enums and entry.hip_name not in snap.hip.errors:
+            continue
+        if not re.fullmatch(r"\w+", entry.cuda_name) or not re.fullmatch(r"\w+", entry.hip_name):
+            continue
+        rows[entry.kind].append(f"#define {entry.cuda_name} {entry.hip_name}")
+    lines = [
+        "/* " + _banner("", plan).strip() + " */",
+        "/* CUDA runtime names for C/C++ on HIP, by #define: include this instead of <cuda_runtime_api.h>.",
+        " * Define MONARCH_CUDA_COMPAT_HIP (with __HIP_PLATFORM_AMD__) to get HIP; otherwise this is CUDA itself.",
+        " * Caveats an alias cannot fix (rust/rocm_compat handles them for Rust; see docs/rocm_compat.md):",
+        " *   - error values are HIP's: compare with the cudaError* names, never with numbers, and",
+        " *     cudaGetErrorName() returns HIP names;",
+        " *   - HIP keeps a failed call's error in the last-error slot until read: clear handled errors",
+        " *     with cudaGetLastError();",
+        " *   - CUdeviceptr is a pointer on HIP, warpSize is 64 on CDNA. */",
+        "#pragma once",
+        "#ifdef MONARCH_CUDA_COMPAT_HIP",
+        "#include <hip/hip_runtime_api.h>",
+    ]
+    for kind, title in (("type", "types"), ("function", "functions"), ("enum", "enumerators"), ("define", "macros")):
+        lines.append(f"/* {title} ({len(rows[kind])}) */")
+        lines += rows[kind]
+    lines += ["#else", "#include <cuda_runtime_api.h>", "#endif"]
+    return "\n".join(lines) + "\n"
+
+
 def render_all(root: Path, db: MappingDatabase, snap: Snapshot) -> dict[Path, str]:
     """Every generated file (path relative to ``root``) -> its text."""
     plan = build_plan(db, snap, scan_workspace(root), host_emulated(root))
@@ -445,6 +486,7 @@ def render_all(root: Path, db: MappingDatabase, snap: Snapshot) -> dict[Path, st
         GENERATED_RS / "errors.rs": render_errors(plan),
         GENERATED_C / "compat_cuda.c": render_c(plan, "cuda", db),
         GENERATED_C / "compat_hip.c": render_c(plan, "hip", db),
+        GENERATED_HEADER: render_c_header(db, snap),
     }
 
 
