@@ -177,18 +177,11 @@ _DIGITS = frozenset(b"0123456789")
 _DEFINE = re.compile(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 # CUDA-looking names the project defines itself (a helper "cudaCheck(...) { ... }", "struct cudaThing"), so
 # that they are not reported as unmapped CUDA API names. Literal-led, so the scan is cheap.
-# A cu-name right after a type is a declaration (variable, member, parameter, function, template
-# specialisation): "CUresult cuStatus = ...", "dim3 cudaGrid(...)", "float cuGet<float>(int)".
-_DECLARED_CU = re.compile(rb"(?:cu|CU)[A-Za-z0-9_]*(?=\s*(?:=[^=]|;|,|\)|\[|\{|:[^:]|\(|<))")
-# the token before a declared name: a type (identifier, or a type ending in *, &, >)
+# The token before a declared name: a type (an identifier, or a type ending in *, &, >).
 _PREV_TOKEN = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*|[*&>])\s*\Z")
 _NOT_TYPES = frozenset({b"return", b"case", b"else", b"goto", b"throw", b"sizeof", b"new", b"delete", b"co_return",
                         b"co_yield", b"default", b"public", b"private", b"protected", b"do", b"and", b"or", b"not"})
-_PROJECT_CU_NAMES = re.compile(
-    rb"(?:cu|CU|nvrtc)[A-Za-z0-9_]*(?=\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{]*)?\{)"
-    rb"|(?:struct|class|enum|union)\s+(?:cu|CU)[A-Za-z0-9_]*"
-    rb"|using\s+(?:cu|CU)[A-Za-z0-9_]*(?=\s*=)"
-)
+_DECL_NEXT = frozenset(b"=;,)[{:(<")
 _LITERAL_PREFIXES = (b"", b"u8", b"u", b"U", b"L")
 
 
@@ -420,7 +413,11 @@ class Translator:
                         continue
                     if act.finding is not None:
                         fk, reason, sugg, blocking = act.finding
-                        if fk != "unmapped" or not _is_member(data, start):
+                        if fk != "unmapped":
+                            findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
+                        elif _is_declaration(data, start, end):
+                            defines.append(name.decode("latin-1"))  # the project's own name (see tree pass)
+                        elif not _is_member(data, start):
                             findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
                     if act.replacement is not None:
                         out.append(data[pos:start])
@@ -515,19 +512,8 @@ class Translator:
                     launches.append((sum(map(len, out)) + (mstart - pos), mstart))
             scan_from = restart
         if self.report_unmapped:
-            defines = [d.decode("latin-1") for d in _DEFINE.findall(data)]
-            for m in _PROJECT_CU_NAMES.finditer(data):
-                start = m.start()
-                if start and data[start - 1] in idc:
-                    continue
-                defines.append(m.group().split()[-1].decode("latin-1"))
-            for m in _DECLARED_CU.finditer(data):  # variables, members, parameters: "CUresult cuStatus = ..."
-                start = m.start()
-                if start and data[start - 1] in idc:
-                    continue
-                prev = _PREV_TOKEN.search(data, max(0, start - 64), start)
-                if prev is not None and prev.group(1) not in _NOT_TYPES:
-                    defines.append(m.group().decode("latin-1"))
+            defines += [d.decode("latin-1") for d in _DEFINE.findall(data)]
+
         changed = pos > 0
         if pos == 0:
             result = data
@@ -570,6 +556,17 @@ def _downgrade_finding(offset: int, dg: Downgrade) -> RawFinding:
         False,
         "sync-mask-dropped",
     )
+
+
+def _is_declaration(data: bytes, start: int, end: int) -> bool:
+    """Whether the name at ``start:end`` is declared here: right after a type and followed by one of
+    ``= ; , ) [ { : ( <`` ("CUresult cuStatus = ...", "void cudaCheck(...)", "struct cudaThing {",
+    "float cuGet<float>(int)"). Such project names are not CUDA API names."""
+    nxt = data[end : end + 64].lstrip(b" \t\r\n")
+    if not nxt or nxt[0] not in _DECL_NEXT or nxt[:2] in (b"==", b"::"):
+        return False
+    prev = _PREV_TOKEN.search(data, max(0, start - 64), start)
+    return prev is not None and prev.group(1) not in _NOT_TYPES
 
 
 def _is_member(data: bytes, start: int) -> bool:
