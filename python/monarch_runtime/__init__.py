@@ -2,20 +2,32 @@
 
 >>> import monarch_runtime as m
 >>> m.build_info()["platform"]   # "cpu", "cuda" or "rocm"
+
+The API (docs/runtime.md): ``devices()``, ``Buffer``, ``Stream``, ``Event``, ``Communicator``,
+``checksum``, ``transfer_state``. On the CPU build every call works on host memory and communicators
+connect threads of one process; on a GPU build the same calls run on the device with NCCL/RCCL.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Optional
 
+from monarch_runtime import _native
 from monarch_runtime._native import (
     PLATFORM,
+    ChecksumMismatch,
     CollectiveError,
+    CommunicatorAborted,
+    Event,
     MonarchError,
     NoDeviceError,
+    Stream,
+    TransferAborted,
+    TransferError,
     all_reduce_single_rank,
     device_count,
     device_properties,
@@ -27,19 +39,35 @@ from monarch_runtime._native import checksum_reference as _checksum_reference
 from monarch_runtime._native import collective_info as _collective_info
 
 __all__ = [
+    "DEFAULT_STAGING_BYTES",
     "PLATFORM",
+    "Buffer",
+    "ChecksumMismatch",
     "CollectiveError",
+    "Communicator",
+    "CommunicatorAborted",
+    "Event",
     "MonarchError",
     "NoDeviceError",
+    "Stream",
+    "TransferAborted",
+    "TransferError",
     "all_reduce_single_rank",
     "build_info",
     "checksum",
     "checksum_reference",
     "device_count",
     "device_properties",
+    "devices",
     "kernels",
     "launch_kernel",
+    "transfer_state",
 ]
+
+#: Default chunk (and receiver staging) size of ``transfer_state``: 64 MiB.
+DEFAULT_STAGING_BYTES = 64 << 20
+
+Progress = Callable[[str, int, int], object]
 
 
 @lru_cache(maxsize=1)
@@ -61,15 +89,131 @@ def build_info() -> dict[str, Any]:
     return info
 
 
+def devices() -> list[dict[str, Any]]:
+    """Every visible GPU: index, name, arch (``sm_90``, ``gfx90a``...), total_memory, free_memory,
+    warp_size, multiprocessors, major, minor. ``[]`` on the CPU build; NoDeviceError on a GPU build
+    without a usable GPU."""
+    return list(_native.devices())
+
+
+def _bytes_view(data: Any) -> memoryview:
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 and view.c_contiguous else view.cast("B")
+
+
 def _as_bytes(data: Any) -> bytes:
-    return data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))
+    return data if isinstance(data, bytes) else bytes(_bytes_view(data))
+
+
+class Buffer(_native.Buffer):  # type: ignore[misc]
+    """Device memory (host memory on the CPU build), zero-filled: ``Buffer(nbytes, device=None)``.
+
+    Copy in and out with any bytes-like object (the buffer protocol: bytes, bytearray, memoryview,
+    array.array, numpy arrays); ``numpy()`` needs numpy, nothing else does."""
+
+    @classmethod
+    def from_bytes(cls, data: Any, device: Optional[int] = None) -> Buffer:
+        """A new buffer holding a copy of ``data`` (any bytes-like object, numpy arrays included)."""
+        view = _bytes_view(data)
+        buf = cls(view.nbytes, device)
+        buf.copy_from(view)
+        return buf
+
+    def copy_from(self, data: Any, offset: int = 0) -> None:
+        """Copies a bytes-like object into the buffer at byte ``offset``."""
+        self._write(_as_bytes(data), offset)
+
+    def copy_to(self, out: Any = None, offset: int = 0) -> Any:
+        """Copies the buffer from ``offset`` into the writable bytes-like ``out`` (as many bytes as it
+        holds) and returns it; with no ``out``, returns the bytes from ``offset`` to the end."""
+        if out is None:
+            return self._read(offset)
+        view = _bytes_view(out)
+        view[:] = self._read(offset, view.nbytes)
+        return out
+
+    def to_bytes(self) -> bytes:
+        return bytes(self._read())
+
+    def numpy(self, dtype: Any = "uint8") -> Any:
+        """A numpy copy of the buffer viewed as ``dtype`` (requires numpy)."""
+        try:
+            import numpy as np
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError("Buffer.numpy() needs numpy; copy_to()/to_bytes() do not") from err
+        return np.frombuffer(self._read(), dtype=dtype).copy()
+
+    def __repr__(self) -> str:
+        return f"<monarch_runtime.Buffer {self.nbytes} bytes on device {self.device} ({PLATFORM})>"
+
+
+class Communicator(_native.Communicator):  # type: ignore[misc]
+    """One rank of a communicator: ``Communicator(unique_id, world_size, rank, device=None)``.
+
+    ``Communicator.unique_id()`` makes the id (share the same 128 bytes with every rank); the
+    constructor blocks until all ranks joined. Operations block until done with the GIL released;
+    ``abort()`` from another thread frees a blocked one. NCCL on CUDA, RCCL on ROCm; on the CPU build
+    the ranks are threads of this process (``MONARCH_HOST_COMM_TIMEOUT`` bounds the join, default
+    120 s). Usable as a context manager (destroyed on exit)."""
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        state = "aborted" if self.aborted else ("live" if self.live else "destroyed")
+        return f"<monarch_runtime.Communicator rank {self.rank}/{self.world_size} device {self.device} {state}>"
 
 
 def checksum(data: Any) -> int:
-    """mr-sum64 of a bytes-like object, computed by the device kernel (on the host for the CPU build)."""
+    """mr-sum64 of a Buffer (in place, by the device kernel) or of a bytes-like object (copied to the
+    device first); the host reference on the CPU build. Equals ``checksum_reference`` bit for bit."""
+    if isinstance(data, _native.Buffer):
+        return int(data.checksum())
     return int(_checksum(_as_bytes(data)))
 
 
 def checksum_reference(data: Any) -> int:
-    """mr-sum64 computed by the host reference; equals ``checksum(data)`` bit for bit."""
+    """mr-sum64 computed by the host reference (docs/design.md); a Buffer is read back first."""
+    if isinstance(data, _native.Buffer):
+        data = data._read()
     return int(_checksum_reference(_as_bytes(data)))
+
+
+def transfer_state(
+    comm: Communicator,
+    buffers: Mapping[str, Buffer],
+    *,
+    donor: int,
+    receiver: int,
+    staging_bytes: int = DEFAULT_STAGING_BYTES,
+    progress: Optional[Progress] = None,
+) -> dict[str, Any]:
+    """Moves a named state from rank ``donor`` to rank ``receiver`` of ``comm``.
+
+    Both ranks call it with buffers of the same names and sizes (other ranks return at once, role
+    ``"idle"``). The donor checksums its buffers on the device and streams them in chunks of at most
+    ``staging_bytes`` (pass the same value on both ranks); the receiver stages each chunk in one
+    device buffer of that size, verifies each buffer's mr-sum64 when it has arrived, and only when
+    all match copies the state into its buffers. So:
+
+    - ``ChecksumMismatch`` (``.buffers`` names them) on both ranks if any buffer arrived different;
+      the receiver's buffers are unchanged and the communicator stays usable (retry is possible);
+    - ``TransferAborted`` if the communicator is aborted (by either rank, e.g. a watchdog) or fails
+      mid-transfer; the receiver's buffers are unchanged;
+    - ``TransferError`` if the two sides disagree on names, sizes or staging size.
+
+    ``progress(name, offset, nbytes)`` is called before each chunk is sent (donor) and after each is
+    received (receiver); if it raises, the communicator is aborted (so the peer does not hang) and
+    the exception propagates. Returns a report: role, peer, buffers, bytes, chunks, chunk_bytes,
+    seconds, checksums (name -> the donor's mr-sum64).
+    """
+    items = list(buffers.items())
+    for name, buf in items:
+        if not isinstance(name, str):
+            raise TypeError(f"buffer names are str, not {type(name).__name__}")
+        if not isinstance(buf, _native.Buffer):
+            raise TypeError(f"buffer {name!r} is a {type(buf).__name__}, not a monarch_runtime.Buffer")
+    return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress))

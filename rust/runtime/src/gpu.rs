@@ -5,32 +5,8 @@ use std::os::raw::{c_char, c_void};
 use rocm_compat::ffi::*;
 use rocm_compat::{check, CudaError};
 
-#[derive(Debug)]
-pub enum Error {
-    Cuda(CudaError),
-    Collective(String),
-    Kernel(String),
-}
-
-impl From<CudaError> for Error {
-    fn from(e: CudaError) -> Self {
-        Error::Cuda(e)
-    }
-}
-
-/// Fails with the platform's own no-device error before any device work: HIP answers hipMalloc with
-/// hipErrorInvalidDevice when there is no GPU, while every platform's cudaGetDeviceCount names the cause.
-/// (The CPU build reports 0 devices successfully and works on host memory.)
-fn require_runtime() -> Result<(), Error> {
-    device_count().map(|_| ())
-}
-
-pub fn device_count() -> Result<i32, Error> {
-    let mut count = 0;
-    // SAFETY: `count` is a valid out-pointer.
-    check(unsafe { cudaGetDeviceCount(&mut count) })?;
-    Ok(count)
-}
+pub use crate::error::Error;
+pub use crate::memory::{device_count, require_runtime};
 
 /// Device memory that frees itself.
 struct DeviceBuffer {
@@ -96,17 +72,12 @@ fn load_collective() -> Result<(), Error> {
     }
 }
 
-fn nccl(result: ncclResult_t, what: &str) -> Result<(), Error> {
+fn nccl(result: ncclResult_t, what: &'static str) -> Result<(), Error> {
     if result == ncclSuccess {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(crate::comm::nccl_error(what, result))
     }
-    // SAFETY: ncclGetErrorString returns a static string for any value.
-    let text = unsafe { CStr::from_ptr(ncclGetErrorString(result)) }
-        .to_string_lossy()
-        .into_owned();
-    Err(Error::Collective(format!(
-        "{what} failed: ncclResult_t {result} ({text})"
-    )))
 }
 
 pub fn collective_info() -> CollectiveInfo {
@@ -115,12 +86,10 @@ pub fn collective_info() -> CollectiveInfo {
         .to_string_lossy()
         .into_owned();
     match load_collective() {
-        Err(Error::Collective(msg))
-        | Err(Error::Kernel(msg))
-        | Err(Error::Cuda(CudaError { message: msg, .. })) => CollectiveInfo {
+        Err(e) => CollectiveInfo {
             library,
             version: None,
-            error: Some(msg),
+            error: Some(e.to_string()),
         },
         Ok(()) => {
             let mut version = 0;
@@ -134,7 +103,7 @@ pub fn collective_info() -> CollectiveInfo {
                 Err(e) => CollectiveInfo {
                     library,
                     version: None,
-                    error: Some(format!("{e:?}")),
+                    error: Some(e.to_string()),
                 },
             }
         }

@@ -1,0 +1,425 @@
+//! Peer state transfer for checkpoint-less recovery: a healthy donor rank streams a named set of
+//! buffers to a recovering receiver rank over a communicator.
+//!
+//! Protocol (all point-to-point between donor and receiver, on the communicator's stream):
+//!
+//! 1. donor -> receiver: a 16-byte header (manifest length, chunk size) and the manifest (per
+//!    buffer: name, size, the donor's mr-sum64 computed on the device just before).
+//! 2. receiver -> donor: an 8-byte length and, if not zero, why the receiver rejects the state
+//!    (names or sizes differ, the chunk exceeds its staging size). Both raise TransferError then.
+//! 3. donor -> receiver: every buffer in chunks of at most `chunk` bytes, sent from the donor's
+//!    buffers directly. The receiver receives each chunk into one staging buffer of `chunk` bytes
+//!    (the only device memory the transfer needs), adds its partial checksum (device kernel) and
+//!    copies it to a host-side shadow of the incoming state. A buffer's checksum is complete, and
+//!    compared with the manifest, when its last chunk arrives.
+//! 4. receiver -> donor: the verdict (the names of the buffers that did not match, NUL-separated).
+//!    Both raise ChecksumMismatch naming them; the communicator stays usable (retry is possible).
+//! 5. Only when every buffer matched does the receiver copy the shadow into its own buffers, so a
+//!    transfer interrupted at any point before (abort, a peer failure, a checksum mismatch) leaves
+//!    the receiver's previous state untouched. The shadow costs host memory equal to the state; the
+//!    device memory cost is one chunk.
+//!
+//! A transfer that fails mid-stream for any other reason (a progress callback raising, a device
+//! error) aborts the communicator, so the peer gets an error instead of hanging.
+use std::time::Instant;
+
+use rocm_compat::checksum::finalize;
+
+use crate::comm::Communicator;
+use crate::error::{Error, Result};
+use crate::memory::Buffer;
+
+const MAGIC: &[u8; 8] = b"MRSTATE1";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub nbytes: usize,
+    pub checksum: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// "donor", "receiver" or "idle" (a rank that is neither).
+    pub role: &'static str,
+    pub peer: i32,
+    pub buffers: usize,
+    pub bytes: u64,
+    pub chunks: u64,
+    pub chunk_bytes: usize,
+    pub seconds: f64,
+    /// The donor's checksum of each buffer (verified on the receiver).
+    pub checksums: Vec<(String, u64)>,
+}
+
+fn encode(entries: &[Entry]) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for e in entries {
+        out.extend_from_slice(&(e.name.len() as u64).to_le_bytes());
+        out.extend_from_slice(e.name.as_bytes());
+        out.extend_from_slice(&(e.nbytes as u64).to_le_bytes());
+        out.extend_from_slice(&e.checksum.to_le_bytes());
+    }
+    out
+}
+
+fn decode(data: &[u8]) -> Option<Vec<Entry>> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let piece = data.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(piece)
+    };
+    let u64_at = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+    if take(8)? != MAGIC {
+        return None;
+    }
+    let count = u64_at(take(8)?) as usize;
+    let mut entries = Vec::with_capacity(count.min(1 << 16));
+    for _ in 0..count {
+        let len = u64_at(take(8)?) as usize;
+        let name = String::from_utf8(take(len)?.to_vec()).ok()?;
+        let nbytes = u64_at(take(8)?) as usize;
+        let checksum = u64_at(take(8)?);
+        entries.push(Entry {
+            name,
+            nbytes,
+            checksum,
+        });
+    }
+    Some(entries)
+}
+
+fn u64_le(data: &[u8]) -> u64 {
+    u64::from_le_bytes(data[..8].try_into().unwrap_or([0; 8]))
+}
+
+/// What the receiver objects to in the donor's manifest (empty: acceptable).
+pub fn mismatches(manifest: &[Entry], mine: &[(String, usize)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for e in manifest {
+        match mine.iter().find(|(n, _)| *n == e.name) {
+            None => problems.push(format!("buffer {:?} is missing on the receiver", e.name)),
+            Some((_, size)) if *size != e.nbytes => problems.push(format!(
+                "buffer {:?} is {} bytes on the donor and {size} on the receiver",
+                e.name, e.nbytes
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in mine {
+        if !manifest.iter().any(|e| e.name == *name) {
+            problems.push(format!("buffer {name:?} is not in the donor's state"));
+        }
+    }
+    problems
+}
+
+/// Transfers `buffers` from rank `donor` to rank `receiver`; every rank of the pair calls it with
+/// buffers of the same names and sizes (other ranks return at once). `progress(name, offset, len)`
+/// runs before each chunk is sent (donor) and after each chunk is received (receiver).
+pub fn transfer_state(
+    comm: &Communicator,
+    buffers: &[(String, &Buffer)],
+    donor: i32,
+    receiver: i32,
+    staging_bytes: usize,
+    progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
+) -> Result<Report> {
+    let world = comm.world_size();
+    for (what, r) in [("donor", donor), ("receiver", receiver)] {
+        if r < 0 || r >= world {
+            return Err(Error::Value(format!(
+                "{what} {r} is not a rank (world size {world})"
+            )));
+        }
+    }
+    if donor == receiver {
+        return Err(Error::Value(format!(
+            "donor and receiver are both rank {donor}"
+        )));
+    }
+    if staging_bytes < 8 {
+        return Err(Error::Value(format!(
+            "staging_bytes must be at least 8, not {staging_bytes}"
+        )));
+    }
+    for (i, (name, buffer)) in buffers.iter().enumerate() {
+        if buffers[..i].iter().any(|(n, _)| n == name) {
+            return Err(Error::Value(format!("buffer name {name:?} appears twice")));
+        }
+        if buffer.device() != comm.device() {
+            return Err(Error::Value(format!(
+                "buffer {name:?} is on device {} and the communicator on device {}",
+                buffer.device(),
+                comm.device()
+            )));
+        }
+    }
+    let chunk = staging_bytes / 8 * 8;
+    let start = Instant::now();
+    let mut report = Report {
+        role: "idle",
+        peer: -1,
+        buffers: buffers.len(),
+        bytes: buffers.iter().map(|(_, b)| b.nbytes() as u64).sum(),
+        chunks: 0,
+        chunk_bytes: chunk,
+        seconds: 0.0,
+        checksums: Vec::new(),
+    };
+    if comm.rank() == donor {
+        report.role = "donor";
+        report.peer = receiver;
+        donate(comm, buffers, receiver, chunk, progress, &mut report)?;
+    } else if comm.rank() == receiver {
+        report.role = "receiver";
+        report.peer = donor;
+        receive(comm, buffers, donor, chunk, progress, &mut report)?;
+    } else {
+        report.bytes = 0;
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Aborts the communicator after a mid-stream failure that is not the communicator's own, so the
+/// peer is not left waiting.
+fn abort_on_local_failure(comm: &Communicator, err: Error) -> Error {
+    if !matches!(err, Error::Nccl { .. } | Error::Aborted(_)) {
+        let _ = comm.abort();
+    }
+    err
+}
+
+fn interrupted(role: &str, err: Error, done: u64, total: u64, at: &str, keep: &str) -> Error {
+    match err {
+        Error::Nccl {
+            result, message, ..
+        } => Error::TransferAborted {
+            message: format!(
+                "state transfer interrupted on the {role} after {done} of {total} bytes (buffer {at:?}): {message}; {keep}"
+            ),
+            result: Some(result),
+        },
+        Error::Aborted(message) => Error::TransferAborted {
+            message: format!(
+                "state transfer interrupted on the {role} after {done} of {total} bytes (buffer {at:?}): {message}; {keep}"
+            ),
+            result: None,
+        },
+        other => other,
+    }
+}
+
+fn donate(
+    comm: &Communicator,
+    buffers: &[(String, &Buffer)],
+    receiver: i32,
+    chunk: usize,
+    progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
+    report: &mut Report,
+) -> Result<()> {
+    let mut entries = Vec::with_capacity(buffers.len());
+    for (name, buffer) in buffers {
+        entries.push(Entry {
+            name: name.clone(),
+            nbytes: buffer.nbytes(),
+            checksum: buffer.checksum(Some(comm.stream()))?,
+        });
+    }
+    report.checksums = entries
+        .iter()
+        .map(|e| (e.name.clone(), e.checksum))
+        .collect();
+    let manifest = encode(&entries);
+    let keep = "the donor's buffers are unchanged";
+    let handshake = |err| interrupted("donor", err, 0, report.bytes, "", keep);
+    let mut header = (manifest.len() as u64).to_le_bytes().to_vec();
+    header.extend_from_slice(&(chunk as u64).to_le_bytes());
+    comm.send_host(&header, receiver).map_err(handshake)?;
+    comm.send_host(&manifest, receiver).map_err(handshake)?;
+    let reply = u64_le(&comm.recv_host(8, receiver).map_err(handshake)?) as usize;
+    if reply > 0 {
+        let text = comm.recv_host(reply, receiver).map_err(handshake)?;
+        return Err(Error::Transfer(format!(
+            "the receiver (rank {receiver}) rejected the state: {}",
+            String::from_utf8_lossy(&text)
+        )));
+    }
+    let mut done = 0u64;
+    for (name, buffer) in buffers {
+        let mut offset = 0;
+        while offset < buffer.nbytes() {
+            let len = chunk.min(buffer.nbytes() - offset);
+            let sent =
+                progress(name, offset, len).and_then(|()| comm.send(buffer, offset, len, receiver));
+            if let Err(err) = sent {
+                let err = abort_on_local_failure(comm, err);
+                return Err(interrupted("donor", err, done, report.bytes, name, keep));
+            }
+            offset += len;
+            done += len as u64;
+            report.chunks += 1;
+        }
+    }
+    let verdict_len = comm
+        .recv_host(8, receiver)
+        .map_err(|err| interrupted("donor", err, done, report.bytes, "", keep))?;
+    let verdict_len = u64_le(&verdict_len) as usize;
+    if verdict_len > 0 {
+        let verdict = comm
+            .recv_host(verdict_len, receiver)
+            .map_err(|err| interrupted("donor", err, done, report.bytes, "", keep))?;
+        let names: Vec<String> = String::from_utf8_lossy(&verdict)
+            .split('\0')
+            .map(str::to_string)
+            .collect();
+        return Err(Error::Checksum {
+            message: format!(
+                "the receiver (rank {receiver}) found a checksum mismatch in buffer(s) {}: the data changed \
+                 after the donor's checksum or was corrupted in flight; the receiver's state is unchanged",
+                quoted(&names)
+            ),
+            buffers: names,
+        });
+    }
+    Ok(())
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn receive(
+    comm: &Communicator,
+    buffers: &[(String, &Buffer)],
+    donor: i32,
+    chunk: usize,
+    progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
+    report: &mut Report,
+) -> Result<()> {
+    let keep = "the receiver's buffers are unchanged";
+    let handshake = |err| interrupted("receiver", err, 0, 0, "", keep);
+    let header = comm.recv_host(16, donor).map_err(handshake)?;
+    let (manifest_len, donor_chunk) = (u64_le(&header) as usize, u64_le(&header[8..]) as usize);
+    let manifest = comm.recv_host(manifest_len, donor).map_err(handshake)?;
+    let mine: Vec<(String, usize)> = buffers
+        .iter()
+        .map(|(n, b)| (n.clone(), b.nbytes()))
+        .collect();
+    let (entries, mut problems) = match decode(&manifest) {
+        Some(entries) => {
+            let problems = mismatches(&entries, &mine);
+            (entries, problems)
+        }
+        None => (
+            Vec::new(),
+            vec!["the donor's manifest is malformed".to_string()],
+        ),
+    };
+    if donor_chunk == 0 || donor_chunk.rem_euclid(8) != 0 || donor_chunk > chunk {
+        problems.push(format!(
+            "the donor sends chunks of {donor_chunk} bytes and the receiver stages at most {chunk}: \
+             pass the same staging_bytes on both ranks"
+        ));
+    }
+    let rejection = problems.join("; ");
+    comm.send_host(&(rejection.len() as u64).to_le_bytes(), donor)
+        .map_err(handshake)?;
+    if !rejection.is_empty() {
+        comm.send_host(rejection.as_bytes(), donor)
+            .map_err(handshake)?;
+        return Err(Error::Transfer(format!(
+            "the state from the donor (rank {donor}) does not fit this receiver: {rejection}"
+        )));
+    }
+    report.checksums = entries
+        .iter()
+        .map(|e| (e.name.clone(), e.checksum))
+        .collect();
+    report.chunk_bytes = donor_chunk;
+    let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
+    let outcome = (|| -> Result<Vec<Vec<u8>>> {
+        let staging = Buffer::new(donor_chunk.min(largest), Some(comm.device()))?;
+        let mut shadows = Vec::with_capacity(entries.len());
+        let mut bad = Vec::new();
+        let mut done = 0u64;
+        for entry in &entries {
+            let mut shadow = vec![0u8; entry.nbytes];
+            let mut sum = 0u64;
+            let mut offset = 0;
+            while offset < entry.nbytes {
+                let len = donor_chunk.min(entry.nbytes - offset);
+                let step = (|| {
+                    comm.recv(&staging, 0, len, donor)?;
+                    // Salted for the chunk's place in the buffer (offset is a multiple of 8).
+                    let sum_here = staging.partial_checksum(
+                        0,
+                        len,
+                        (offset / 8) as u64,
+                        Some(comm.stream()),
+                    )?;
+                    staging.read(0, &mut shadow[offset..offset + len])?;
+                    progress(&entry.name, offset, len)?;
+                    Ok(sum_here)
+                })();
+                match step {
+                    Ok(s) => sum = sum.wrapping_add(s),
+                    Err(err) => {
+                        let err = abort_on_local_failure(comm, err);
+                        return Err(interrupted(
+                            "receiver",
+                            err,
+                            done,
+                            report.bytes,
+                            &entry.name,
+                            keep,
+                        ));
+                    }
+                }
+                offset += len;
+                done += len as u64;
+                report.chunks += 1;
+            }
+            if finalize(sum, entry.nbytes) != entry.checksum {
+                bad.push(entry.name.clone());
+            }
+            shadows.push(shadow);
+        }
+        let verdict = bad.join("\0");
+        let send_verdict = || -> Result<()> {
+            comm.send_host(&(verdict.len() as u64).to_le_bytes(), donor)?;
+            if !verdict.is_empty() {
+                comm.send_host(verdict.as_bytes(), donor)?;
+            }
+            Ok(())
+        };
+        send_verdict().map_err(|err| interrupted("receiver", err, done, report.bytes, "", keep))?;
+        if !bad.is_empty() {
+            return Err(Error::Checksum {
+                message: format!(
+                    "checksum mismatch in buffer(s) {} received from rank {donor} (mr-sum64 of the arrived \
+                     bytes differs from the donor's); the receiver's buffers are unchanged",
+                    quoted(&bad)
+                ),
+                buffers: bad,
+            });
+        }
+        Ok(shadows)
+    })()?;
+    // Commit: every buffer arrived and matched.
+    for (entry, shadow) in entries.iter().zip(outcome) {
+        let (_, dest) = buffers
+            .iter()
+            .find(|(n, _)| *n == entry.name)
+            .expect("matched against the manifest");
+        dest.write(0, &shadow)?;
+    }
+    Ok(())
+}
