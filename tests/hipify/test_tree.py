@@ -300,3 +300,20 @@ def test_declared_cuda_looking_variables_are_not_unmapped(tmp_path: Path, write:
     )
     res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
     assert [(f.name, f.kind, f.line) for f in res.findings] == [("cudaBrandNewApi", "unmapped", 7)]
+
+
+def test_launch_conversion_keeps_later_includes_right(tmp_path: Path, write: Write) -> None:
+    write(
+        tmp_path / "src",
+        {
+            "k.cu": 'void f() { k<<<1, 2>>>(x); }\n#include "late.h"\nvoid g() { ns::k2<int><<<g, b, 0, s>>>(); }\n',
+            "late.h": "cudaStream_t s;\n",
+        },
+    )
+    opts = HipifyOptions(hip_version=(5, 2), launch_style="hipLaunchKernelGGL", jobs=1)
+    hipify_tree([tmp_path / "src"], tmp_path / "out", opts)
+    assert (tmp_path / "out" / "k.hip").read_bytes() == (
+        b"void f() { hipLaunchKernelGGL(k, dim3(1), dim3(2), 0, 0, x); }\n"
+        b'#include "late_hip.h"\n'
+        b"void g() { hipLaunchKernelGGL((ns::k2<int>), dim3(g), dim3(b), 0, s); }\n"
+    )
