@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional
+from typing import Any
 
 from monarch_runtime import _native
 from monarch_runtime._native import (
@@ -112,7 +112,7 @@ class Buffer(_native.Buffer):  # type: ignore[misc]
     array.array, numpy arrays); ``numpy()`` needs numpy, nothing else does."""
 
     @classmethod
-    def from_bytes(cls, data: Any, device: Optional[int] = None) -> Buffer:
+    def from_bytes(cls, data: Any, device: int | None = None) -> Buffer:
         """A new buffer holding a copy of ``data`` (any bytes-like object, numpy arrays included)."""
         view = _bytes_view(data)
         buf = cls(view.nbytes, device)
@@ -138,7 +138,7 @@ class Buffer(_native.Buffer):  # type: ignore[misc]
     def numpy(self, dtype: Any = "uint8") -> Any:
         """A numpy copy of the buffer viewed as ``dtype`` (requires numpy)."""
         try:
-            import numpy as np
+            import numpy as np  # noqa: PLC0415 - optional dependency
         except ImportError as err:  # pragma: no cover - depends on the environment
             raise ImportError("Buffer.numpy() needs numpy; copy_to()/to_bytes() do not") from err
         return np.frombuffer(self._read(), dtype=dtype).copy()
@@ -189,7 +189,7 @@ def transfer_state(
     donor: int,
     receiver: int,
     staging_bytes: int = DEFAULT_STAGING_BYTES,
-    progress: Optional[Progress] = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Moves a named state from rank ``donor`` to rank ``receiver`` of ``comm``.
 
