@@ -366,6 +366,10 @@ class Translator:
 
     def _translate(self, data: bytes) -> FileResult:
         out: list[bytes] = []
+        # Length of out[:counted_items], extended only at includes and launches (amortised O(n): summing
+        # all of `out` at each one made large files quadratic).
+        counted_len = 0
+        counted_items = 0
         # Output offsets (for includes and launches) are computed on demand: emitted(pos) is the output
         # length once everything before input offset ``pos`` is emitted (the hot path does no bookkeeping).
         pos = 0
@@ -498,7 +502,9 @@ class Translator:
                             out.append(dropped)
                             pos = dend
                     else:
-                        ostart = sum(map(len, out)) + (pstart - pos)
+                        counted_len += sum(map(len, out[counted_items:]))
+                        counted_items = len(out)
+                        ostart = counted_len + (pstart - pos)
                         includes.append(
                             Include(
                                 ostart,
@@ -509,7 +515,9 @@ class Translator:
                             )
                         )
                 elif kind == "launch":
-                    launches.append((sum(map(len, out)) + (mstart - pos), mstart))
+                    counted_len += sum(map(len, out[counted_items:]))
+                    counted_items = len(out)
+                    launches.append((counted_len + (mstart - pos), mstart))
             scan_from = restart
         if self.report_unmapped:
             defines += [d.decode("latin-1") for d in _DEFINE.findall(data)]
