@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the GPU tests (tests/gpu/test_gpu.py) against a CUDA (or ROCm) wheel built elsewhere, on a
+# machine with a GPU, in a few minutes and without network access if need be.
+#
+#   tests/gpu/run.sh WHEEL [WHEELHOUSE]
+#
+# - WHEEL: monarch_runtime-*+cu13-*.whl (or +rocm) built on any machine (`pip wheel .` with CUDA_HOME).
+# - WHEELHOUSE (optional): a directory of wheels to install from offline (nvidia-nccl-cu13, pytest).
+#
+# It makes a venv (MONARCH_GPU_VENV, default /tmp/monarch-gpu-venv) that sees the system's packages,
+# installs the wheel without dependencies, then finds NCCL: the nvidia-nccl-cu13 wheel if installable
+# (WHEELHOUSE or an index), otherwise an existing libnccl.so.2 on the machine (pip's nvidia/nccl of any
+# Python, /usr/lib*, /usr/local/cuda*), passed to the runtime via MONARCH_COLLECTIVE_LIBRARY. Without
+# NCCL the collective tests skip and say why. Tests run with pytest if available, else with the test
+# file's own runner. Exit status: the tests'.
+set -euo pipefail
+
+WHEEL=${1:?usage: tests/gpu/run.sh WHEEL [WHEELHOUSE]}
+HOUSE=${2:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
+VENV=${MONARCH_GPU_VENV:-/tmp/monarch-gpu-venv}
+PY=${PYTHON:-python3}
+start=$SECONDS
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+command -v rocm-smi >/dev/null && rocm-smi --showproductname || true
+
+"$PY" -m venv --system-site-packages "$VENV"
+VPY=$VENV/bin/python
+"$VPY" -m pip install --quiet --no-deps --force-reinstall "$WHEEL"
+
+pip_try() {  # installs what it can, quietly; never fails the script
+  if [[ -n "$HOUSE" ]]; then
+    "$VPY" -m pip install --quiet --no-index --find-links "$HOUSE" "$@" 2>/dev/null || true
+  else
+    timeout 120 "$VPY" -m pip install --quiet "$@" 2>/dev/null || true
+  fi
+}
+case "$(basename "$WHEEL")" in
+  *+cu13*) pip_try nvidia-nccl-cu13 ;;
+esac
+"$VPY" -c "import pytest" 2>/dev/null || pip_try pytest
+
+# NCCL/RCCL: use what the wheel finds; otherwise the first libnccl.so.2 / librccl.so.1 on this machine.
+loaded=$("$VPY" -c "import monarch_runtime as m; print(m.build_info()['collective_loaded'])")
+if [[ "$loaded" != "True" && -z "${MONARCH_COLLECTIVE_LIBRARY:-}" ]]; then
+  lib=$(find / -xdev \( -name libnccl.so.2 -o -name librccl.so.1 \) -not -path '*/proc/*' 2>/dev/null | head -n1 || true)
+  if [[ -n "$lib" ]]; then
+    export MONARCH_COLLECTIVE_LIBRARY=$lib
+    echo "collective library: $lib (MONARCH_COLLECTIVE_LIBRARY)"
+  fi
+fi
+"$VPY" - <<'PY'
+import json, monarch_runtime as m
+info = m.build_info()
+print("build:", json.dumps({k: info.get(k) for k in ("platform", "archs", "toolkit_version", "collective_loaded",
+      "collective_version", "collective_error")}))
+print("devices:", json.dumps(m.devices()))
+PY
+
+cd "$HERE"
+if "$VPY" -c "import pytest" 2>/dev/null; then
+  status=0
+  timeout 600 "$VPY" -m pytest -q -rs -s -p no:cacheprovider --confcutdir "$HERE" "$HERE/test_gpu.py" || status=$?
+else
+  status=0
+  timeout 600 "$VPY" "$HERE/test_gpu.py" || status=$?
+fi
+echo "tests/gpu/run.sh: status $status in $((SECONDS - start)) s"
+exit $status

@@ -1,0 +1,218 @@
+"""The runtime on a real GPU (skipped without one): checksum kernel vs the host reference, a
+single-rank all-reduce through NCCL/RCCL, and a two-rank transfer when two GPUs are visible.
+
+Run on a GPU machine with ``tests/gpu/run.sh WHEEL`` (it installs the wheel and runs this file with
+pytest, or without it: ``python tests/gpu/test_gpu.py`` runs the same tests with a tiny runner).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+try:
+    import pytest
+except ImportError:  # the fallback runner below needs no pytest
+    pytest = None  # type: ignore[assignment]
+
+
+class Skip(Exception):
+    pass
+
+
+def skip(reason: str) -> None:
+    if pytest is not None:
+        pytest.skip(reason)
+    raise Skip(reason)
+
+
+def _gpus() -> tuple[Any, int, str]:
+    try:
+        import monarch_runtime as m  # noqa: PLC0415 - optional at collection time
+    except ImportError as err:
+        return None, 0, f"monarch_runtime is not installed: {err}"
+    try:
+        count = int(m.device_count())
+        return m, count, "" if count else f"device_count() == 0 on the {m.PLATFORM} build"
+    except m.NoDeviceError as err:
+        return m, 0, str(err)
+
+
+M, GPUS, WHY = _gpus()
+if pytest is not None:
+    pytestmark = [
+        pytest.mark.gpu,
+        pytest.mark.skipif(GPUS == 0, reason=f"no GPU: {WHY}"),
+    ]
+
+HANG_S = 120.0
+
+
+def needs_collectives() -> None:
+    info = M.build_info()
+    if not info["collective_loaded"]:
+        skip(f"no collective library: {info.get('collective_error')}")
+
+
+def test_devices_report_the_hardware() -> None:
+    devs = M.devices()
+    assert len(devs) == GPUS > 0
+    for d in devs:
+        assert d["arch"].startswith(("sm_", "gfx")), d
+        assert d["warp_size"] in (32, 64), d
+        assert 0 < d["free_memory"] <= d["total_memory"], d
+    print(f"devices: {[(d['name'], d['arch'], d['warp_size']) for d in devs]}")
+
+
+def test_checksum_on_device_matches_host_reference() -> None:
+    rng = random.Random(7)
+    sizes = [0, 1, 7, 8, 9, 31, 32, 33, 255, 256, 257, 4099, 65536 + 5, (1 << 22) + 3]
+    sizes += [rng.randrange(1, 1 << 16) for _ in range(20)]
+    for size in sizes:
+        data = rng.randbytes(size)
+        ref = M.checksum_reference(data)
+        buf = M.Buffer.from_bytes(data)
+        assert buf.checksum() == ref, size  # the kernel on the buffer in place
+        assert M.checksum(data) == ref, size  # bytes copied to the device first
+    # Large: more words than the grid covers in one pass (grid-stride loop), 8-byte aligned loads.
+    big = rng.randbytes(64 << 20)
+    assert M.Buffer.from_bytes(big).checksum() == M.checksum_reference(big)
+
+
+def test_stream_and_event_time_device_work() -> None:
+    s = M.Stream()
+    a, b = M.Event(), M.Event()
+    buf = M.Buffer(256 << 20)
+    a.record(s)
+    buf.fill(1)
+    b.record(s)
+    b.synchronize()
+    assert a.elapsed_time(b) >= 0.0
+
+
+def _values(dtype: str) -> tuple[bytes, Callable[[bytes], list[float]]]:
+    vals = [1.0, -2.5, 3.0, 0.25]
+    if dtype == "f32":
+        return struct.pack("<4f", *vals), lambda d: list(struct.unpack("<4f", d))
+    if dtype == "f16":
+        return struct.pack("<4e", *vals), lambda d: list(struct.unpack("<4e", d))
+    if dtype == "bf16":
+        return (
+            b"".join(struct.pack("<f", v)[2:] for v in vals),
+            lambda d: [struct.unpack("<f", b"\0\0" + d[i : i + 2])[0] for i in range(0, len(d), 2)],
+        )
+    return struct.pack("<4i", 1, -2, 3, 7), lambda d: [float(x) for x in struct.unpack("<4i", d)]
+
+
+def test_single_rank_all_reduce() -> None:
+    needs_collectives()
+    with M.Communicator(M.Communicator.unique_id(), 1, 0, device=0) as comm:
+        for dtype in ("f32", "f16", "bf16", "i32"):
+            for op in ("sum", "max", "min", "avg"):
+                data, decode = _values(dtype)
+                buf = M.Buffer.from_bytes(data, device=0)
+                comm.all_reduce(buf, op=op, dtype=dtype)
+                assert decode(buf.to_bytes()) == decode(data), (dtype, op)
+        b = M.Buffer.from_bytes(b"x" * 100, device=0)
+        comm.broadcast(b, root=0)
+        comm.barrier()
+        assert b.to_bytes() == b"x" * 100
+    assert M.all_reduce_single_rank([1.0, 2.0]) == [1.0, 2.0]
+
+
+def _two_ranks(body: Callable[[int, Any], Any]) -> list[Any]:
+    uid = M.Communicator.unique_id()
+    comms: list[Any] = [None, None]
+    out: list[Any] = [None, None]
+    errs: list[BaseException | None] = [None, None]
+
+    def worker(rank: int) -> None:
+        try:
+            comms[rank] = M.Communicator(uid, 2, rank, device=rank)
+            out[rank] = body(rank, comms[rank])
+        except BaseException as err:  # reported below
+            errs[rank] = err
+
+    threads = [threading.Thread(target=worker, args=(r,), daemon=True) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_S)
+    if any(t.is_alive() for t in threads):
+        for c in comms:
+            if c is not None:
+                c.abort()
+        raise AssertionError(f"ranks hung: {out} {errs}")
+    for rank, err in enumerate(errs):
+        if err is not None:
+            raise AssertionError(f"rank {rank}: {type(err).__name__}: {err}") from err
+    for c in comms:
+        c.destroy()
+    return out
+
+
+def test_two_rank_transfer() -> None:
+    if GPUS < 2:
+        skip(f"a two-rank transfer needs two GPUs (NCCL/RCCL refuse two ranks on one); this machine has {GPUS}")
+    needs_collectives()
+    sizes = {"w1": 48 << 20, "w2": (17 << 20) + 5, "bias": 12, "empty": 0}
+    staging = 4 << 20
+
+    def body(rank: int, comm: Any) -> tuple[Any, ...]:
+        rng = random.Random(rank)
+        before = {n: rng.randbytes(s) for n, s in sizes.items()}
+        bufs = {n: M.Buffer.from_bytes(d, device=rank) for n, d in before.items()}
+        report = M.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=staging)
+        after = {n: b.checksum() for n, b in bufs.items()}
+
+        def corrupt(name: str, offset: int, nbytes: int) -> None:
+            if rank == 0 and name == "w1" and offset == 2 * staging:
+                bufs["w1"].copy_from(b"\xff" * 64, offset=offset + 8)
+
+        kept = {n: b.checksum() for n, b in bufs.items()}
+        try:
+            M.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=staging, progress=corrupt)
+            mismatch: list[str] = []
+        except M.ChecksumMismatch as err:
+            mismatch = list(err.buffers)
+        unchanged = {n: b.checksum() for n, b in bufs.items()} == kept or rank == 0
+        return report, after, {n: M.checksum_reference(d) for n, d in before.items()}, mismatch, unchanged
+
+    (rep0, after0, ref0, mis0, _), (rep1, after1, _, mis1, unchanged1) = _two_ranks(body)
+    assert after1 == after0 == ref0
+    assert rep0["chunks"] == rep1["chunks"] == sum(-(-s // staging) for s in sizes.values())
+    assert mis0 == mis1 == ["w1"] and unchanged1
+    print(f"transfer: {rep1['bytes'] / rep1['seconds'] / 1e9:.2f} GB/s over {rep1['chunks']} chunks")
+
+
+def _main() -> int:
+    """Runs the tests without pytest: prints PASS/SKIP/FAIL per test, exit status 1 on a failure."""
+    if GPUS == 0:
+        print(f"SKIP all: no GPU ({WHY})")
+        return 0
+    failed = 0
+    for name, fn in sorted(globals().items()):
+        if not (name.startswith("test_") and callable(fn)):
+            continue
+        try:
+            fn()
+            print(f"PASS {name}")
+        except BaseException as err:  # the runner reports every outcome
+            if isinstance(err, Skip) or type(err).__name__ == "Skipped":  # ours, or pytest.skip's
+                print(f"SKIP {name}: {err}")
+            elif isinstance(err, KeyboardInterrupt):
+                raise
+            else:
+                failed += 1
+                print(f"FAIL {name}: {type(err).__name__}: {err}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(_main())
