@@ -273,15 +273,21 @@ def _run_all(
     return [results[path] for path, _ in items]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write_atomic(path: Path, data: bytes, made_dirs: set[str] | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (readers never see half a file)."""
+    parent = os.path.dirname(path)
+    if made_dirs is None or parent not in made_dirs:
+        os.makedirs(parent, exist_ok=True)
+        if made_dirs is not None:
+            made_dirs.add(parent)
+    tmp = f"{parent}/.{os.path.basename(path)}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
 
 
@@ -450,6 +456,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     source_set = {s.path for s in srcs}
     records: dict[str, dict[str, object]] = {}
     remade = 0
+    made_dirs: set[str] = set()
     defined: set[str] = set()
     for p in procs:
         defined.update(p.defines)
@@ -535,7 +542,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         if _same_content(dst, data):
             unchanged.append(dst)
         else:
-            _write_atomic(dst, data)
+            _write_atomic(dst, data, made_dirs)
             written.append(dst)
         stat = _stat(dst)
         if stat is not None:
