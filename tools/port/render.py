@@ -178,7 +178,7 @@ def format_result(result: PortResult, style: Style, *, command: str, strict: boo
         + f"target HIP {_version(result.hip_version)}"
     ]
     for side in result.sides.values():
-        lines.append(f"  {side.side.describe() if side.status != 'skipped' else side.label + ': no toolkit'}")
+        lines.append(f"  {side.side.describe() if side.status != 'skipped' else side.label + ': skipped'}")
     lines.append("")
     blocking = len(result.blocking)
     lines.append(style(f"findings: {len(result.findings)} ({blocking} blocking)", "bold"))

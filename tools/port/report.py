@@ -75,7 +75,7 @@ def _md_side(side: SideResult | None, name: str) -> list[str]:
     if side is None:
         return [title, "", "Not requested.", ""]
     if side.status == "skipped":
-        return [title, "", f"**Skipped** — no toolkit: {side.side.skipped}", ""]
+        return [title, "", f"**Skipped**: {side.side.skipped}", ""]
     lines = [title, "", f"{side.side.describe()}", ""]
     if not side.units:
         return [*lines, "Nothing to compile (no translation unit among the files).", ""]
@@ -156,7 +156,7 @@ def _html_side(side: SideResult | None, name: str) -> list[str]:
     if side is None:
         return [*out, "<p>Not requested.</p>"]
     if side.status == "skipped":
-        return [*out, f'<p><span class="warn">Skipped</span> — no toolkit: {_e(side.side.skipped)}</p>']
+        return [*out, f'<p><span class="warn">Skipped</span>: {_e(side.side.skipped)}</p>']
     out.append(f"<p>{_e(side.side.describe())}</p>")
     if not side.units:
         out.append("<p>Nothing to compile (no translation unit among the files).</p>")
