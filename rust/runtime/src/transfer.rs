@@ -423,3 +423,101 @@ fn receive(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::unique_id;
+    use std::thread;
+
+    #[test]
+    fn manifest_round_trip_and_mismatches() {
+        let entries = vec![
+            Entry {
+                name: "w".into(),
+                nbytes: 10,
+                checksum: 7,
+            },
+            Entry {
+                name: "é".into(),
+                nbytes: 0,
+                checksum: 0,
+            },
+        ];
+        assert_eq!(decode(&encode(&entries)), Some(entries.clone()));
+        assert_eq!(decode(b"garbage"), None);
+        assert!(mismatches(&entries, &[("w".into(), 10), ("é".into(), 0)]).is_empty());
+        let problems = mismatches(&entries, &[("w".into(), 11), ("x".into(), 1)]);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    /// Two threads: the donor's state moves in many chunks; with `abort_at`, the donor aborts after
+    /// that many chunks and the receiver keeps its state.
+    fn run(abort_at: Option<usize>) -> (Result<Report>, Result<Report>, Vec<u8>, Vec<u8>) {
+        let id = unique_id().unwrap();
+        let sizes = [1000usize, 37, 0, 4096];
+        let handles: Vec<_> = (0..2)
+            .map(|rank| {
+                thread::spawn(move || {
+                    let comm = Communicator::new(&id, 2, rank, None).unwrap();
+                    let fill = if rank == 0 { 0xAB } else { 0x11 };
+                    let bufs: Vec<(String, Buffer)> = sizes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &n)| {
+                            let b = Buffer::new(n, None).unwrap();
+                            b.fill(fill + i as u8).unwrap();
+                            (format!("b{i}"), b)
+                        })
+                        .collect();
+                    let refs: Vec<(String, &Buffer)> =
+                        bufs.iter().map(|(n, b)| (n.clone(), b)).collect();
+                    let mut chunks = 0;
+                    let mut progress = |_: &str, _: usize, _: usize| {
+                        chunks += 1;
+                        if rank == 0 && Some(chunks) == abort_at {
+                            comm.abort()?;
+                        }
+                        Ok(())
+                    };
+                    let outcome = transfer_state(&comm, &refs, 0, 1, 64, &mut progress);
+                    let mut all = Vec::new();
+                    for (_, b) in &bufs {
+                        let mut out = vec![0u8; b.nbytes()];
+                        b.read(0, &mut out).unwrap();
+                        all.extend(out);
+                    }
+                    (outcome, all)
+                })
+            })
+            .collect();
+        let mut out: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let (r1, after1) = out.pop().unwrap();
+        let (r0, after0) = out.pop().unwrap();
+        (r0, r1, after0, after1)
+    }
+
+    #[test]
+    fn state_moves_in_chunks() {
+        let (r0, r1, after0, after1) = run(None);
+        let (r0, r1) = (r0.unwrap(), r1.unwrap());
+        assert_eq!(after0, after1);
+        assert_eq!(r0.chunks, 16 + 1 + 64);
+        assert_eq!((r0.role, r1.role), ("donor", "receiver"));
+        assert_eq!(r0.checksums, r1.checksums);
+    }
+
+    #[test]
+    fn abort_mid_transfer_keeps_the_receivers_state() {
+        let (r0, r1, _, after1) = run(Some(5));
+        assert!(matches!(r1, Err(Error::TransferAborted { .. })), "{r1:?}");
+        assert!(matches!(r0, Err(Error::TransferAborted { .. })), "{r0:?}");
+        let sizes = [1000usize, 37, 0, 4096];
+        let expected: Vec<u8> = sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &n)| vec![0x11 + i as u8; n])
+            .collect();
+        assert_eq!(after1, expected);
+    }
+}
