@@ -44,7 +44,7 @@ esac
 # NCCL/RCCL: use what the wheel finds; otherwise the first libnccl.so.2 / librccl.so.1 on this machine.
 loaded=$("$VPY" -c "import monarch_runtime as m; print(m.build_info()['collective_loaded'])")
 if [[ "$loaded" != "True" && -z "${MONARCH_COLLECTIVE_LIBRARY:-}" ]]; then
-  lib=$(find / -xdev \( -name libnccl.so.2 -o -name librccl.so.1 \) -not -path '*/proc/*' 2>/dev/null | head -n1 || true)
+  lib=$(timeout 60 find / -xdev \( -name libnccl.so.2 -o -name librccl.so.1 \) -not -path '*/proc/*' 2>/dev/null | head -n1 || true)
   if [[ -n "$lib" ]]; then
     export MONARCH_COLLECTIVE_LIBRARY=$lib
     echo "collective library: $lib (MONARCH_COLLECTIVE_LIBRARY)"
