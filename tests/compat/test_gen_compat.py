@@ -154,6 +154,7 @@ def test_names_are_not_taken_from_comments_or_strings(workspace: Path) -> None:
         ("cudaErrorInvalidTexture", "cudaErrorInvalidTexture has no HIP equivalent (HIPIFY marks it unsupported"),
         ("cudaDeviceProp", "type cudaDeviceProp has no Rust representation"),
         ("cuMemAlloc", "cuMemAlloc is a driver-API function"),
+        ("cudaGetDeviceProperties", "unsupported C type 'struct cudaDeviceProp *' (structs and callbacks go through"),
     ],
 )
 def test_a_name_hip_cannot_provide_is_one_clear_error(workspace: Path, snippet: str, expected: str) -> None:

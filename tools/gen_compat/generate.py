@@ -190,11 +190,11 @@ def build_plan(db: MappingDatabase, snap: Snapshot, used: dict[str, list[Use]], 
                 continue
             try:
                 proto = Prototype.parse(snap.cuda.prototypes[name])
-                rust_types = [p.ctype.rust() for p in proto.params] + [proto.ret.rust()]
+                for ctype in [p.ctype for p in proto.params] + [proto.ret]:
+                    ctype.rust()  # raises for a type with no Rust representation
             except ToolError as err:
                 problems.append(f"{where(name)}: {name}: {err}")
                 continue
-            del rust_types
             for ctype in [p.ctype for p in proto.params] + [proto.ret]:
                 types.update(ctype.named_types())
             if name not in emulated and proto.ret.c() != "cudaError_t":
