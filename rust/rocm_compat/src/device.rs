@@ -35,7 +35,7 @@ extern "C" {
 
 #[cfg(mr_platform = "cpu")]
 unsafe fn mr_get_device_properties(_device: c_int, _out: *mut RawProperties) -> c_int {
-    101 // cudaErrorInvalidDevice: the CPU build has no devices
+    crate::ffi::cudaErrorInvalidDevice // the CPU build has no devices
 }
 
 fn text(raw: &[c_char]) -> String {
