@@ -225,3 +225,16 @@ def test_launch_conversion_keeps_unparsable(db: MappingDatabase) -> None:
     res = tr.translate(b"k<<<1, 2;\n")
     assert res.data == b"k<<<1, 2;\n"
     assert [f.rule for f in res.findings] == ["launch-syntax"]
+
+
+def test_names_without_a_cuda_prefix_at_the_start(tr52: Translator) -> None:
+    src = b"auto z = make_cuComplex(1, 2); gesvdjInfo_t info; libraryPropertyType p; xmake_cuComplex(); MAX_CUFFT_ERROR;\n"
+    res = tr52.translate(src)
+    assert res.data == (
+        b"auto z = make_hipComplex(1, 2); hipsolverGesvdjInfo_t info; libraryPropertyType p; xmake_cuComplex(); "
+        b"MAX_CUFFT_ERROR;\n"
+    )
+    assert [(f.name, f.kind) for f in res.findings] == [
+        ("libraryPropertyType", "unsupported"),
+        ("MAX_CUFFT_ERROR", "unsupported"),
+    ]
