@@ -53,6 +53,8 @@ pub fn checksum(data: &[u8]) -> Result<u64, Error> {
 
 pub struct CollectiveInfo {
     pub library: String,
+    /// Whether the library loaded and exports every function the bridge needs.
+    pub loaded: bool,
     pub version: Option<i32>,
     pub error: Option<String>,
 }
@@ -88,6 +90,7 @@ pub fn collective_info() -> CollectiveInfo {
     match load_collective() {
         Err(e) => CollectiveInfo {
             library,
+            loaded: false,
             version: None,
             error: Some(e.to_string()),
         },
@@ -97,11 +100,13 @@ pub fn collective_info() -> CollectiveInfo {
             match nccl(unsafe { ncclGetVersion(&mut version) }, "ncclGetVersion") {
                 Ok(()) => CollectiveInfo {
                     library,
+                    loaded: true,
                     version: Some(version),
                     error: None,
                 },
                 Err(e) => CollectiveInfo {
                     library,
+                    loaded: true,
                     version: None,
                     error: Some(e.to_string()),
                 },

@@ -156,7 +156,7 @@ fn collective_info(py: Python<'_>) -> PyResult<Py<PyDict>> {
     let info = gpu::collective_info();
     let d = PyDict::new(py);
     d.set_item("library", info.library)?;
-    d.set_item("loaded", info.error.is_none())?;
+    d.set_item("loaded", info.loaded)?;
     d.set_item("version", info.version)?;
     d.set_item("error", info.error)?;
     Ok(d.unbind())
