@@ -59,11 +59,6 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def rocm_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_tree(tmp_path_factory.mktemp("faults") / "tree")
-
-
 # (stage the build is paused at, signal, seconds to wait after the pause point before signalling)
 INTERRUPTIONS = [
     ("hipify", signal.SIGINT, 0.0),
@@ -74,7 +69,7 @@ INTERRUPTIONS = [
 
 
 def test_interrupted_builds_resume_to_the_same_wheel(
-    rocm_tree: Path, toolchains: Toolchains, built_wheels: dict[str, Path], tmp_path: Path
+    sdist_tree: Path, toolchains: Toolchains, built_wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     """SIGINT, SIGTERM and SIGKILL during hipify, compile, cargo (compile + link) and packing: each leaves no
     wheel behind, and the next build into the same build directory gives the uninterrupted wheel."""
@@ -82,7 +77,7 @@ def test_interrupted_builds_resume_to_the_same_wheel(
     build_dir, out = tmp_path / "build", tmp_path / "dist"
     for stage, sig, delay in INTERRUPTIONS:
         paused_env = {**env, "MONARCH_FAULT_PAUSE_AT": stage}
-        proc = start(rocm_tree, out, paused_env if delay == 0.0 else {**env}, **{"build-dir": str(build_dir)})
+        proc = start(sdist_tree, out, paused_env if delay == 0.0 else {**env}, **{"build-dir": str(build_dir)})
         wait_for(proc, f"fault-injection: paused at {stage}" if delay == 0.0 else f"] {stage}: ")
         time.sleep(delay)
         os.killpg(proc.pid, sig)
@@ -92,7 +87,7 @@ def test_interrupted_builds_resume_to_the_same_wheel(
         assert not list(out.glob("*.whl")), f"a wheel was left after {sig.name} at {stage}"
         if sig != signal.SIGKILL:
             assert not list(out.glob(".*.partial")), f"a partial file was left after {sig.name} at {stage}"
-    proc = start(rocm_tree, out, env, **{"build-dir": str(build_dir)})
+    proc = start(sdist_tree, out, env, **{"build-dir": str(build_dir)})
     code, log = finish(proc)
     assert code == 0, log[-4000:]
     (wheel,) = out.glob("*.whl")
@@ -101,15 +96,15 @@ def test_interrupted_builds_resume_to_the_same_wheel(
 
 
 def test_concurrent_builds_into_one_build_dir_are_serialised(
-    rocm_tree: Path, toolchains: Toolchains, built_wheels: dict[str, Path], tmp_path: Path
+    sdist_tree: Path, toolchains: Toolchains, built_wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     env = toolchains.env_for("cpu")
     build_dir = tmp_path / "shared-build"
     first = start(
-        rocm_tree, tmp_path / "a", {**env, "MONARCH_FAULT_PAUSE_AT": "cargo"}, **{"build-dir": str(build_dir)}
+        sdist_tree, tmp_path / "a", {**env, "MONARCH_FAULT_PAUSE_AT": "cargo"}, **{"build-dir": str(build_dir)}
     )
     wait_for(first, "fault-injection: paused at cargo")
-    second = start(rocm_tree, tmp_path / "b", env, **{"build-dir": str(build_dir)})
+    second = start(sdist_tree, tmp_path / "b", env, **{"build-dir": str(build_dir)})
     waiting = wait_for(second, "waiting for it to finish", timeout=120)
     assert f"pid {first.pid}" in waiting  # says who holds the lock
     os.killpg(first.pid, signal.SIGTERM)  # the holder goes away; the waiter proceeds
@@ -133,12 +128,12 @@ def mounted(args: list[str], target: Path) -> Iterator[None]:
         subprocess.run(["umount", "-l", str(target)], check=False)
 
 
-def test_read_only_source_tree_builds(rocm_tree: Path, toolchains: Toolchains, tmp_path: Path) -> None:
+def test_read_only_source_tree_builds(sdist_tree: Path, toolchains: Toolchains, tmp_path: Path) -> None:
     """Nothing is written into the source tree: with no build-dir given, a read-only tree builds in the
     per-user cache directory."""
-    before = tree_digest(rocm_tree)
+    before = tree_digest(sdist_tree)
     ro = tmp_path / "ro"
-    with mounted(["--bind", str(rocm_tree)], ro):
+    with mounted(["--bind", str(sdist_tree)], ro):
         subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
         assert subprocess.run(["touch", str(ro / "probe")], capture_output=True, check=False).returncode != 0
         env = {**toolchains.env_for("cpu"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -146,7 +141,7 @@ def test_read_only_source_tree_builds(rocm_tree: Path, toolchains: Toolchains, t
         assert code == 0, log[-4000:]
         assert str(tmp_path / "cache" / "monarch-runtime" / "build") in log
     assert list((tmp_path / "dist").glob("*.whl"))
-    assert tree_digest(rocm_tree) == before
+    assert tree_digest(sdist_tree) == before
 
 
 def test_symlink_loop_in_csrc_is_reported_not_followed(tmp_path: Path, toolchains: Toolchains) -> None:
