@@ -43,6 +43,8 @@ REQUIREMENT = "variantlib>=0.2"
 AUTO = "auto"  # label and properties from the toolchain
 HASH = "hash"  # properties from the toolchain, label = variantlib's hash of them (its default)
 NULL_LABEL = "null"
+_OFF = frozenset({"", "false", "no", "off", "0"})  # a plain wheel, as if unset
+_ON = frozenset({"true", "yes", "on", "1"})  # the same as auto
 # PEP 825 and variantlib's VALIDATION_VARIANT_LABEL_REGEX / VALIDATION_VALUE_REGEX (checked again there).
 LABEL_RE = re.compile(r"[0-9a-z._]+")
 VALUE_RE = re.compile(r"[0-9a-z._]+")
@@ -60,10 +62,13 @@ PROVIDERS: Mapping[str, tuple[str, str]] = MappingProxyType(
 
 def check_request(text: str, origin: str) -> str | None:
     """The ``variant`` setting, checked before anything is built: None (a plain wheel) for an empty
-    value, else ``auto``, ``hash`` or a custom label. Needs no variantlib."""
+    value or false/no/off/0, else ``auto`` (also for true/yes/on/1), ``hash`` or a custom label.
+    Needs no variantlib."""
     request = text.strip()
-    if not request:
+    if request.lower() in _OFF:
         return None
+    if request.lower() in _ON:
+        return AUTO
     if "::" in request:
         raise BuildError(
             f"variant={request!r} (from {origin}) looks like a variant property. The properties are derived "

@@ -121,6 +121,10 @@ def test_setting_sources_and_default() -> None:
     assert settings.load(None, {}, {}).variant is None
     assert settings.load({"variant": "  "}, {}, {}).variant is None
     assert settings.load({"variant": "auto"}, {}, {}).variant == "auto"
+    for off in ("false", "off", "0", "No"):
+        assert settings.load({"variant": off}, {}, {}).variant is None, off
+    for on in ("true", "on", "1", "Yes"):
+        assert settings.load({"variant": on}, {}, {}).variant == "auto", on
     env = settings.load(None, {"MONARCH_VARIANT": "cu13"}, {})
     assert env.variant == "cu13"
     assert env.origin("variant") == "the environment variable MONARCH_VARIANT"
