@@ -97,6 +97,40 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
     return lines
 
 
+def _premerge_job(matrix: Matrix) -> list[str]:
+    """`python -m tools check --strict`: lint + CUDA and HIP compiles of all of csrc/, on every change. Runs
+    in Debian 12, where ci/install-toolchains.sh provides nvcc (PyPI), HIP 5.2 and RCCL's header."""
+    return [
+        "  premerge:",
+        "    name: pre-merge check (lint, nvcc and HIP-Clang over csrc/)",
+        f"    runs-on: {q(matrix.runners.get('x86_64', next(iter(matrix.runners.values()))))}",
+        "    container:",
+        "      image: 'debian:12'",
+        f"    timeout-minutes: {matrix.timeout_minutes}",
+        "    permissions:",
+        "      contents: read",
+        "    steps:",
+        "      - name: Check out",
+        f"        uses: {_uses(matrix, 'checkout')}",
+        "        with:",
+        "          persist-credentials: false",
+        "      - name: Install the toolchains (HIP 5.2, CUDA 13 from PyPI, RCCL header)",
+        "        run: |",
+        "          apt-get update -qq",
+        "          apt-get install -y -qq --no-install-recommends python3 python3-venv ca-certificates",
+        "          bash ci/install-toolchains.sh",
+        "      - name: python -m tools check --strict",
+        "        env:",
+        "          CI: 'true'",
+        "          HIP_PLATFORM: amd",
+        "          ROCM_HOME: /usr",
+        "        run: |",
+        "          TC=$HOME/.cache/monarch-runtime/toolchains",
+        '          export CUDA_HOME="$TC/cuda-home" RCCL_HOME="$TC/rccl/usr"',
+        '          "$TC/test-venv/bin/python" -m tools check --strict',
+    ]
+
+
 def render(matrix: Matrix) -> str:
     if matrix.compiler_cache not in ("sccache", "ccache"):
         raise CIError(f"{matrix.path}: [workflow].compiler_cache must be sccache or ccache.")
@@ -118,6 +152,8 @@ def render(matrix: Matrix) -> str:
         "",
         "jobs:",
     ]
+    lines += _premerge_job(matrix)
+    lines.append("")
     for row in matrix.rows:
         lines += _row_job(row, matrix)
         lines.append("")
