@@ -9,7 +9,8 @@
 //!   or fails with `ncclSystemError` after `MONARCH_HOST_COMM_TIMEOUT` seconds (default 120).
 //! - Collectives (`ncclAllReduce`, `ncclBroadcast`) are matched by their order on each rank, like
 //!   NCCL; mismatched counts/types/ops/roots are `ncclInvalidUsage` on every rank. Reductions run in
-//!   rank order; f16/bf16 accumulate in f32 and round once.
+//!   rank order; floating-point types accumulate in f64 and round once to the element type (NCCL
+//!   rounds at each step of its ring/tree, so results may differ from it in the last bit).
 //! - `ncclSend` is a rendezvous: it returns when the peer's matching `ncclRecv` has taken the data
 //!   (as NCCL's send completes only when the receiver has it). Between `ncclGroupStart` and
 //!   `ncclGroupEnd` (per thread, nestable) operations are posted and completed together at the
@@ -362,7 +363,7 @@ fn reduce(parts: &[&[u8]], datatype: ncclDataType_t, op: ncclRedOp_t) -> Vec<u8>
         ncclUint32 => reduce_ints!(u32, parts, op, n),
         ncclInt64 => reduce_ints!(i64, parts, op, n),
         ncclUint64 => reduce_ints!(u64, parts, op, n),
-        // f32 accumulates in f32 (the rounding NCCL's f32 reductions have).
+        // Floating-point types accumulate in f64 and round once (see the module docs).
         ncclFloat32 => reduce_floats(
             parts,
             op,
