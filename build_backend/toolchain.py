@@ -211,22 +211,36 @@ def _site_packages() -> list[Path]:
     return [Path(p) for p in dict.fromkeys(paths)]
 
 
-def _find_nccl(root: Path, environ: Mapping[str, str]) -> Path:
-    candidates: list[Path] = []
-    for name in ("NCCL_HOME", "NCCL_ROOT"):
-        if environ.get(name):
-            candidates.append(Path(environ[name]) / "include")
-    # The PyPI toolkit tree is .../site-packages/nvidia/cu13; nvidia-nccl-cu13 sits beside it.
-    candidates += [root.resolve().parent / "nccl" / "include", root / "include"]
-    candidates += [sp / "nvidia" / "nccl" / "include" for sp in _site_packages()]
-    candidates.append(Path("/usr/include"))
+def _find_header(
+    header: str,
+    env_names: Sequence[str],
+    fallbacks: Sequence[Path],
+    environ: Mapping[str, str],
+    *,
+    needed: str,
+    fix: str,
+) -> Path:
+    """The include directory holding ``header``: ``$<ENV>/include`` for each of ``env_names``, then ``fallbacks``."""
+    candidates = [Path(environ[name]) / "include" for name in env_names if environ.get(name)] + list(fallbacks)
     for include in candidates:
-        if (include / "nccl.h").is_file():
+        if (include / header).is_file():
             return include
-    probed = ", ".join(str(c) for c in dict.fromkeys(candidates))
-    raise BuildError(
-        f"the CUDA build needs NCCL's header nccl.h, which was not found (probed {probed}). "
-        "Install it with `pip install nvidia-nccl-cu13`, or set NCCL_HOME to a directory with include/nccl.h."
+    probed = ", ".join(str(c / header) for c in dict.fromkeys(candidates))
+    raise BuildError(f"{needed} {header}, which was not found (probed {probed}). {fix}")
+
+
+def _find_nccl(root: Path, environ: Mapping[str, str]) -> Path:
+    # The PyPI toolkit tree is .../site-packages/nvidia/cu13; nvidia-nccl-cu13 sits beside it.
+    fallbacks = [root.resolve().parent / "nccl" / "include", root / "include"]
+    fallbacks += [sp / "nvidia" / "nccl" / "include" for sp in _site_packages()]
+    fallbacks.append(Path("/usr/include"))
+    return _find_header(
+        "nccl.h",
+        ("NCCL_HOME", "NCCL_ROOT"),
+        fallbacks,
+        environ,
+        needed="the CUDA build needs NCCL's header",
+        fix="Install it with `pip install nvidia-nccl-cu13`, or set NCCL_HOME to a directory with include/nccl.h.",
     )
 
 
@@ -354,16 +368,12 @@ def _validate_rocm_archs(settings: Settings, base: Toolchain) -> tuple[str, ...]
 
 
 def _find_rccl(root: Path, environ: Mapping[str, str]) -> Path:
-    candidates: list[Path] = []
-    for name in ("RCCL_HOME", "RCCL_ROOT"):
-        if environ.get(name):
-            candidates.append(Path(environ[name]) / "include")
-    candidates += [root / "include", Path("/opt/rocm/include"), Path("/usr/include")]
-    for include in candidates:
-        if (include / "rccl" / "rccl.h").is_file():
-            return include
-    probed = ", ".join(str(c / "rccl" / "rccl.h") for c in dict.fromkeys(candidates))
-    raise BuildError(
-        f"the ROCm build needs RCCL's header rccl/rccl.h, which was not found (probed {probed}). Install "
-        "RCCL's development files (rccl-dev / librccl-dev), or set RCCL_HOME to a directory with include/rccl/rccl.h."
+    return _find_header(
+        "rccl/rccl.h",
+        ("RCCL_HOME", "RCCL_ROOT"),
+        [root / "include", Path("/opt/rocm/include"), Path("/usr/include")],
+        environ,
+        needed="the ROCm build needs RCCL's header",
+        fix="Install RCCL's development files (rccl-dev / librccl-dev), or set RCCL_HOME to a directory with "
+        "include/rccl/rccl.h.",
     )

@@ -64,10 +64,7 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
         f"      CI_ROW: {q(row.name)}",
         f"      {cache_var}: {q(cache_dir)}",
         "    steps:",
-        "      - name: Check out",
-        f"        uses: {_uses(matrix, 'checkout')}",
-        "        with:",
-        "          persist-credentials: false",
+        *_checkout(matrix),
         f"      - name: {q('Bootstrap the container (' + fl.bootstrap + '): a Python for ci/')}",
         "        run: |",
         *_block(matrix.bootstraps[fl.bootstrap], 10),
@@ -97,6 +94,15 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
     return lines
 
 
+def _checkout(matrix: Matrix) -> list[str]:
+    return [
+        "      - name: Check out",
+        f"        uses: {_uses(matrix, 'checkout')}",
+        "        with:",
+        "          persist-credentials: false",
+    ]
+
+
 def _premerge_job(matrix: Matrix) -> list[str]:
     """`python -m tools check --strict`: lint + CUDA and HIP compiles of all of csrc/, on every change. Runs
     in Debian 12, where ci/install-toolchains.sh provides nvcc (PyPI), HIP 5.2 and RCCL's header."""
@@ -110,10 +116,7 @@ def _premerge_job(matrix: Matrix) -> list[str]:
         "    permissions:",
         "      contents: read",
         "    steps:",
-        "      - name: Check out",
-        f"        uses: {_uses(matrix, 'checkout')}",
-        "        with:",
-        "          persist-credentials: false",
+        *_checkout(matrix),
         "      - name: Install the toolchains (HIP 5.2, CUDA 13 from PyPI, RCCL header)",
         "        run: |",
         "          apt-get update -qq",
@@ -167,10 +170,7 @@ def render(matrix: Matrix) -> str:
         "    permissions:",
         "      contents: read",
         "    steps:",
-        "      - name: Check out",
-        f"        uses: {_uses(matrix, 'checkout')}",
-        "        with:",
-        "          persist-credentials: false",
+        *_checkout(matrix),
         "      - name: Set up Python",
         f"        uses: {_uses(matrix, 'setup-python')}",
         "        with:",

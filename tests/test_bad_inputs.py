@@ -131,3 +131,12 @@ def test_pip_shows_the_message_without_traceback(out: Path, clean_env: dict[str,
 
 def test_environment_does_not_leak_between_tests() -> None:
     assert "MONARCH_PLATFORM" not in os.environ
+
+
+def test_rocm_without_rccl_header(out: Path, toolchains: Toolchains) -> None:
+    env = {k: v for k, v in toolchains.env_for("rocm").items() if k != "RCCL_HOME"}
+    if Path("/usr/include/rccl/rccl.h").exists() or Path("/opt/rocm/include/rccl/rccl.h").exists():
+        pytest.skip("this machine has a system RCCL header")
+    proc = call_backend(out, env)
+    assert_user_error(proc, out, "rccl/rccl.h", "probed", "RCCL_HOME")
+    assert "configure:" not in proc.stderr

@@ -38,6 +38,14 @@ print(json.dumps(out))
 """
 
 
+def extract_extension(wheel: Path, directory: Path) -> Path:
+    """The wheel's extension module, written to ``directory``."""
+    so = directory / "_native.so"
+    with zipfile.ZipFile(wheel) as zf:
+        so.write_bytes(zf.read("monarch_runtime/_native.abi3.so"))
+    return so
+
+
 def probe(inst: InstalledWheel, env: dict[str, str] | None = None) -> dict[str, object]:
     proc = inst.run(PROBE, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -64,9 +72,7 @@ def test_wheel_name_version_and_build_info(flavour: str, built_wheels: dict[str,
 
 @pytest.mark.parametrize("flavour", ["cpu", "cuda", "rocm"])
 def test_runpath_is_origin_relative(flavour: str, built_wheels: dict[str, Path], tmp_path: Path) -> None:
-    with zipfile.ZipFile(built_wheels[flavour]) as zf:
-        so = tmp_path / "_native.so"
-        so.write_bytes(zf.read("monarch_runtime/_native.abi3.so"))
+    so = extract_extension(built_wheels[flavour], tmp_path)
     with so.open("rb") as fh:
         dynamic = ELFFile(fh).get_section_by_name(".dynamic")
         paths = [
@@ -127,9 +133,7 @@ def test_rocm_wheel_without_gpu(installed: dict[str, InstalledWheel]) -> None:
 def test_cuda_extension_has_cubins_for_each_arch(
     built_wheels: dict[str, Path], toolchains: Toolchains, tmp_path: Path
 ) -> None:
-    with zipfile.ZipFile(built_wheels["cuda"]) as zf:
-        so = tmp_path / "_native.so"
-        so.write_bytes(zf.read("monarch_runtime/_native.abi3.so"))
+    so = extract_extension(built_wheels["cuda"], tmp_path)
     listing = subprocess.run(
         [str(toolchains.cuda_home / "bin" / "cuobjdump"), "--list-elf", str(so)],
         capture_output=True,
@@ -141,9 +145,7 @@ def test_cuda_extension_has_cubins_for_each_arch(
 
 
 def test_rocm_extension_has_code_objects_for_each_arch(built_wheels: dict[str, Path], tmp_path: Path) -> None:
-    with zipfile.ZipFile(built_wheels["rocm"]) as zf:
-        so = tmp_path / "_native.so"
-        so.write_bytes(zf.read("monarch_runtime/_native.abi3.so"))
+    so = extract_extension(built_wheels["rocm"], tmp_path)
     with so.open("rb") as fh:
         section = ELFFile(fh).get_section_by_name(".hip_fatbin")
         assert section is not None, "no .hip_fatbin section: no device code linked"
