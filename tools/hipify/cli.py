@@ -17,10 +17,31 @@ from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, HipifyOpti
 from tools.hipify.tree import hipify_tree, parse_hip_version
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` without importing shutil (and bz2, lzma, ...) at start-up."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def build_parser() -> argparse.ArgumentParser:
+    # argparse makes a HelpFormatter for every add_argument; given a width, it does not import shutil.
+    width = _terminal_columns() - 2
+
+    def formatter(prog: str) -> argparse.HelpFormatter:
+        return argparse.HelpFormatter(prog, width=width)
+
     ap = argparse.ArgumentParser(
         prog="python -m tools hipify",
         description="Translate CUDA sources to HIP into OUT (never in place), with a report of what is left.",
+        formatter_class=formatter,
     )
     ap.add_argument("sources", nargs="+", type=Path, metavar="SRC", help="source files or directories")
     ap.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output directory")

@@ -211,6 +211,28 @@ class Translator:
         self.report_unmapped = report_unmapped
         self._cache: dict[bytes, _Action] = {}
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
+        # The names the scanner must stop on depend only on the database, the target and the options:
+        # derived once, then kept in the compiled cache (a walk over all ~9,000 names otherwise).
+        from tools.hipify import cache  # noqa: PLC0415
+
+        key = f"{db.fingerprint}/{cache.code_fingerprint()}/{hip_version}/{report_unmapped}"
+        cached = cache.load("prefixes", key)
+        if isinstance(cached, frozenset) and all(isinstance(p, bytes) and p for p in cached):
+            prefixes: set[bytes] = set(cached)
+        else:
+            prefixes = self._derive_prefixes(db, hip_version)
+            cache.store("prefixes", key, frozenset(prefixes))
+        # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
+        self.downgrades = {
+            name: dg
+            for name, dg in load_downgrades(hip_version).items()
+            if (entry := db.lookup(dg.cuda_name)) is not None and not entry.available_in(hip_version)
+        }
+        self.launch = launch
+        self.scanner = _build_scanner(prefixes, with_launch=launch)
+        self._ident = re.compile(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")
+
+    def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:
         prefixes = set(_CORE_PREFIXES)
         core = ("cu", "CU", "__", "nv", "NV", "Cu")
         ident = _IDENT_NAME.match
@@ -229,15 +251,7 @@ class Translator:
             act = self._decide(name.encode("latin-1"))
             if act.replacement is not None or (act.finding is not None and act.finding[3]):
                 prefixes.add(name.encode("latin-1"))
-        # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
-        self.downgrades = {
-            name: dg
-            for name, dg in load_downgrades(hip_version).items()
-            if (entry := db.lookup(dg.cuda_name)) is not None and not entry.available_in(hip_version)
-        }
-        self.launch = launch
-        self.scanner = _build_scanner(prefixes, with_launch=launch)
-        self._ident = re.compile(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")
+        return prefixes
 
     # -- per-name decision -------------------------------------------------------------------------
     def action(self, name: bytes) -> _Action:

@@ -1,0 +1,123 @@
+"""A compiled cache of the mapping database and the scanner's derived inputs (start-up time).
+
+Loading the ~9,000-row TSV database and deriving the scanner from it cost ~30 ms per process, more than
+everything else hipify does on a small input. Their results are plain data, so they are kept as ``marshal``
+files (plain tuples, dicts, strings and bytes: no code, no pickle) in a per-user cache directory:
+
+* ``$MONARCH_HIPIFY_CACHE`` when set (``0``, ``off`` or ``no``: no cache at all),
+* else ``$XDG_CACHE_HOME/monarch-runtime/hipify``, else ``~/.cache/monarch-runtime/hipify``.
+
+Every entry is keyed by the content hash of what it was derived from (the data files' bytes, this
+package's code, the options) and by the Python version; its name is a hash of that key and the key is
+stored inside and compared on load, so a stale entry is never used: a changed input simply looks up
+another name. An unreadable, truncated or corrupt entry is ignored and rebuilt; entries are written through
+a temporary file and a rename (a concurrent reader sees the old file or the new one, never half of one); a
+cache directory that cannot be written is not an error (every run then derives the data itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+from functools import lru_cache
+
+ENV = "MONARCH_HIPIFY_CACHE"
+FORMAT = "monarch-runtime/hipify-cache/v1"
+_OFF = ("0", "off", "no", "false")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def cache_dir() -> str | None:
+    """The cache directory (which may not exist yet), or ``None`` when the cache is switched off."""
+    env = os.environ.get(ENV, "").strip()
+    if env.lower() in _OFF:
+        return None
+    if env:
+        return os.path.abspath(env)
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "monarch-runtime", "hipify")
+
+
+def _python_tag() -> str:
+    return f"{sys.implementation.cache_tag}/{sys.version}/marshal{marshal.version}"
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of this package's code and its non-mapping data (the downgrades): derived data is reused only by
+    the same tool. (The mapping layers are hashed separately, into the database fingerprint.)"""
+    digest = hashlib.sha256()
+    data_dir = os.path.join(_HERE, "data")
+    try:
+        names = [n for n in os.listdir(_HERE) if n.endswith(".py")]
+        names += [f"data/{n}" for n in os.listdir(data_dir) if n.startswith("downgrades")]
+    except OSError:
+        names = []
+    for rel in sorted(names):
+        try:
+            with open(os.path.join(_HERE, rel), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        digest.update(rel.rpartition("/")[2].encode() + b"\0" + data)
+    return digest.hexdigest()[:16]
+
+
+def _entry_path(kind: str, key: str) -> str | None:
+    directory = cache_dir()
+    if directory is None:
+        return None
+    name = hashlib.sha256(f"{FORMAT}\0{_python_tag()}\0{kind}\0{key}".encode()).hexdigest()[:24]
+    return os.path.join(directory, f"{kind}-{name}.marshal")
+
+
+def load(kind: str, key: str) -> object | None:
+    """The payload stored for ``(kind, key)``, or ``None`` (absent, unreadable, corrupt, or another key)."""
+    path = _entry_path(kind, key)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            blob = fh.read()
+        # marshal builds plain values only (no code is run); the cache directory is the user's own
+        record = marshal.loads(blob)  # noqa: S302
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if (
+        not isinstance(record, tuple)
+        or len(record) != 4
+        or record[0] != FORMAT
+        or record[1] != _python_tag()
+        or record[2] != f"{kind}\0{key}"
+    ):
+        return None
+    payload: object = record[3]
+    return payload
+
+
+def store(kind: str, key: str, payload: object) -> bool:
+    """Store ``payload`` (plain data only) for ``(kind, key)``; ``False`` when it could not be written."""
+    path = _entry_path(kind, key)
+    if path is None:
+        return False
+    try:
+        blob = marshal.dumps((FORMAT, _python_tag(), f"{kind}\0{key}", payload))  # type: ignore[arg-type]
+    except ValueError:  # not plain data: a bug, but the cache is only an optimisation
+        return False
+    directory = os.path.dirname(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
