@@ -18,9 +18,12 @@ cache directory that cannot be written is not an error (every run then derives t
 from __future__ import annotations
 
 import hashlib
+import importlib
 import marshal
 import os
+import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 
 ENV = "MONARCH_HIPIFY_CACHE"
@@ -121,3 +124,56 @@ def store(kind: str, key: str, payload: object) -> bool:
             pass
         return False
     return True
+
+
+def regex(kind: str, key: str, build: Callable[[], bytes], flags: int = 0) -> re.Pattern[bytes]:
+    """``re.compile(build(), flags)``, with the pattern and its compiled program kept in the cache.
+
+    Python's regex compiler is written in Python: for the scanner it costs more than the rest of the
+    set-up. On Python 3.11+ the program it produces (a list of ints, checked again by ``_sre`` when it is
+    loaded) is cached with the pattern, keyed by ``key`` and the exact Python version; elsewhere, or when
+    anything about it fails, this is a plain ``re.compile``."""
+    try:
+        sre = importlib.import_module("_sre")
+        full_key = f"{key}/sre{sre.MAGIC}"
+    except (ImportError, AttributeError):
+        return re.compile(build(), flags)
+    hit = load(kind, full_key)
+    if (
+        isinstance(hit, tuple)
+        and len(hit) == 6
+        and isinstance(hit[0], bytes)
+        and isinstance(hit[1], int)
+        and isinstance(hit[2], list)
+        and isinstance(hit[3], int)
+        and isinstance(hit[4], dict)
+        and isinstance(hit[5], tuple)
+    ):
+        try:
+            compiled: re.Pattern[bytes] = sre.compile(*hit)
+        except (RuntimeError, TypeError, ValueError, OverflowError):
+            pass  # a corrupt program: _sre refuses it; rebuild below
+        else:
+            return compiled
+    pattern = build()
+    try:
+        parser = importlib.import_module("re._parser")
+        compiler = importlib.import_module("re._compiler")
+        parsed = parser.parse(pattern, flags)
+        groupindex = dict(parsed.state.groupdict)
+        indexgroup: list[str | None] = [None] * parsed.state.groups
+        for name, index in groupindex.items():
+            indexgroup[index] = name
+        args = (
+            pattern,
+            int(flags | parsed.state.flags),  # plain ints: marshal takes no enum or int subclass
+            [int(op) for op in compiler._code(parsed, flags)],
+            parsed.state.groups - 1,
+            groupindex,
+            tuple(indexgroup),
+        )
+        compiled = sre.compile(*args)
+    except Exception:
+        return re.compile(pattern, flags)
+    store(kind, full_key, args)
+    return compiled

@@ -131,7 +131,7 @@ def _trie(words: Iterable[bytes]) -> bytes:
     return body + b"?" if ends and len(alts) == 1 else (body if not ends else b"(?:" + b"|".join(alts) + b")?")
 
 
-def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[bytes]:
+def _build_scanner_source(prefixes: Iterable[bytes], with_launch: bool) -> bytes:
     """One regex whose top-level alternatives each start with a different literal byte.
 
     That lets the regex engine skip with a byte-set search to the next possible token start and try a
@@ -164,7 +164,7 @@ def _build_scanner(prefixes: Iterable[bytes], with_launch: bool) -> re.Pattern[b
     for first, alts in sorted(by_first.items()):
         head = re.escape(bytes([first]))
         parts.append(head + (alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"))
-    return re.compile(b"|".join(parts), re.S)
+    return b"|".join(parts)
 
 
 # Short prefixes every CUDA name the scanner must see starts with (plus the few other names, whole).
@@ -229,7 +229,9 @@ class Translator:
             if (entry := db.lookup(dg.cuda_name)) is not None and not entry.available_in(hip_version)
         }
         self.launch = launch
-        self.scanner = _build_scanner(prefixes, with_launch=launch)
+        self.scanner = cache.regex(
+            "scanner", f"{key}/{launch}", lambda: _build_scanner_source(prefixes, with_launch=launch), re.S
+        )
         self._ident = re.compile(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")
 
     def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:
