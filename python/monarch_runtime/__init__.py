@@ -11,6 +11,7 @@ connect threads of one process; on a GPU build the same calls run on the device 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from importlib import resources
@@ -190,6 +191,7 @@ def transfer_state(
     receiver: int,
     staging_bytes: int = DEFAULT_STAGING_BYTES,
     progress: Progress | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """Moves a named state from rank ``donor`` to rank ``receiver`` of ``comm``.
 
@@ -207,8 +209,10 @@ def transfer_state(
 
     ``progress(name, offset, nbytes)`` is called before each chunk is sent (donor) and after each is
     received (receiver); if it raises, the communicator is aborted (so the peer does not hang) and
-    the exception propagates. Returns a report: role, peer, buffers, bytes, chunks, chunk_bytes,
-    seconds, checksums (name -> the donor's mr-sum64).
+    the exception propagates. ``timeout`` (seconds) arms a watchdog that aborts the communicator if
+    this rank's part has not finished by then, so a hung peer cannot wedge it: ``TransferAborted``
+    saying it timed out, state unchanged. Returns a report: role, peer, buffers, bytes, chunks,
+    chunk_bytes, seconds, checksums (name -> the donor's mr-sum64).
     """
     items = list(buffers.items())
     for name, buf in items:
@@ -216,4 +220,27 @@ def transfer_state(
             raise TypeError(f"buffer names are str, not {type(name).__name__}")
         if not isinstance(buf, _native.Buffer):
             raise TypeError(f"buffer {name!r} is a {type(buf).__name__}, not a monarch_runtime.Buffer")
-    return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress))
+    if timeout is None:
+        return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress))
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive seconds, not {timeout}")
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        comm.abort()
+
+    watchdog = threading.Timer(timeout, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress))
+    except CollectiveError as err:
+        if not fired.is_set():
+            raise
+        timed_out = TransferAborted(f"state transfer timed out after {timeout} s and aborted the communicator: {err}")
+        timed_out.result = getattr(err, "result", None)
+        timed_out.result_name = getattr(err, "result_name", None)
+        raise timed_out from err
+    finally:
+        watchdog.cancel()

@@ -471,6 +471,37 @@ def watchdog_abort_frees_receiver() -> None:
     assert "ncclRemoteError" in donor_msg, donor_msg  # the donor, released, finds the receiver gone
 
 
+def transfer_timeout_aborts_a_hung_transfer() -> None:
+    release = threading.Event()
+
+    def body(rank: int, comm: Any) -> tuple[str, bool]:
+        bufs, before = _state(rank, SIZES, 8)
+
+        def hang(name: str, offset: int, nbytes: int) -> None:
+            if rank == 0 and name == "w2" and offset == 0:
+                release.wait(HANG_S)  # a hung donor, released once the receiver gave up
+
+        try:
+            if rank == 1:
+                m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, timeout=0.5)
+            else:
+                m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=hang)
+        except m.TransferAborted as err:
+            outcome = str(err)
+        else:
+            raise AssertionError("a hung transfer completed")
+        finally:
+            if rank == 1:
+                release.set()
+        return outcome, all(bufs[n].to_bytes() == before[n] for n in SIZES)
+
+    results, errors = run_ranks(2, body)
+    no_errors(errors)
+    (donor_msg, _), (recv_msg, recv_intact) = results
+    assert recv_intact and "timed out after 0.5 s" in recv_msg and "unchanged" in recv_msg, recv_msg
+    assert "ncclRemoteError" in donor_msg, donor_msg
+
+
 def transfer_rejects_mismatched_state() -> None:
     def body(rank: int, comm: Any) -> str:
         sizes = dict(SIZES, w3=SIZES["w3"] + (8 if rank == 1 else 0))

@@ -32,6 +32,7 @@ CPU_SCENARIOS = [
     "transfer_detects_corruption",
     "abort_mid_transfer_keeps_state",
     "watchdog_abort_frees_receiver",
+    "transfer_timeout_aborts_a_hung_transfer",
     "transfer_rejects_mismatched_state",
     "transfer_idle_rank_and_arguments",
 ]
