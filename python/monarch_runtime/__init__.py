@@ -192,6 +192,7 @@ def transfer_state(
     staging_bytes: int = DEFAULT_STAGING_BYTES,
     progress: Progress | None = None,
     timeout: float | None = None,
+    shadow: str = "auto",
 ) -> dict[str, Any]:
     """Moves a named state from rank ``donor`` to rank ``receiver`` of ``comm``.
 
@@ -199,7 +200,10 @@ def transfer_state(
     ``"idle"``). The donor checksums its buffers on the device and streams them in chunks of at most
     ``staging_bytes`` (pass the same value on both ranks); the receiver stages each chunk in one
     device buffer of that size, verifies each buffer's mr-sum64 when it has arrived, and only when
-    all match copies the state into its buffers. So:
+    all match copies the state into its buffers. Until then the incoming state lives in a *shadow*:
+    ``shadow="host"`` (host memory; the device needs only the staging chunk, so a state larger than
+    free device memory still moves), ``"device"`` (no host round trip; needs device room for a second
+    copy) or ``"auto"`` (device when it has room for the state plus a margin, else host). So:
 
     - ``ChecksumMismatch`` (``.buffers`` names them) on both ranks if any buffer arrived different;
       the receiver's buffers are unchanged and the communicator stays usable (retry is possible);
@@ -212,7 +216,7 @@ def transfer_state(
     the exception propagates. ``timeout`` (seconds) arms a watchdog that aborts the communicator if
     this rank's part has not finished by then, so a hung peer cannot wedge it: ``TransferAborted``
     saying it timed out, state unchanged. Returns a report: role, peer, buffers, bytes, chunks,
-    chunk_bytes, seconds, checksums (name -> the donor's mr-sum64).
+    chunk_bytes, seconds, shadow, checksums (name -> the donor's mr-sum64).
     """
     items = list(buffers.items())
     for name, buf in items:
@@ -221,7 +225,7 @@ def transfer_state(
         if not isinstance(buf, _native.Buffer):
             raise TypeError(f"buffer {name!r} is a {type(buf).__name__}, not a monarch_runtime.Buffer")
     if timeout is None:
-        return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress))
+        return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress, shadow))
     if timeout <= 0:
         raise ValueError(f"timeout must be positive seconds, not {timeout}")
     fired = threading.Event()
@@ -234,7 +238,7 @@ def transfer_state(
     watchdog.daemon = True
     watchdog.start()
     try:
-        return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress))
+        return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress, shadow))
     except CollectiveError as err:
         if not fired.is_set():
             raise

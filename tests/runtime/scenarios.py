@@ -21,6 +21,12 @@ import monarch_runtime as m
 
 HANG_S = 60.0
 Body = Callable[[int, Any], Any]
+#: Where the receiver shadows the incoming state (transfer_state's ``shadow``); the tests run both.
+SHADOW = os.environ.get("MR_TEST_SHADOW", "auto")
+
+
+def transfer(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return m.transfer_state(*args, shadow=SHADOW, **kwargs)
 
 
 def run_ranks(n: int, body: Body, *, uid: bytes | None = None) -> tuple[list[Any], list[BaseException | None]]:
@@ -362,7 +368,7 @@ def transfer_larger_than_staging() -> None:
     def body(rank: int, comm: Any) -> tuple[dict[str, Any], dict[str, bytes], dict[str, bytes]]:
         bufs, before = _state(rank, SIZES, 1)
         seen: list[tuple[str, int, int]] = []
-        report = m.transfer_state(
+        report = transfer(
             comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=lambda *chunk: seen.append(chunk)
         )
         report["seen"] = seen
@@ -375,6 +381,7 @@ def transfer_larger_than_staging() -> None:
     assert total > 50 * STAGING
     assert recv_after == donor_before == donor_after
     chunks = sum(-(-size // STAGING) for size in SIZES.values())
+    assert recv_report["shadow"] == ("host" if SHADOW == "auto" else SHADOW)  # auto: no device memory info on CPU
     for report, role in ((donor_report, "donor"), (recv_report, "receiver")):
         assert report["role"] == role and report["bytes"] == total and report["chunks"] == chunks, report
         assert report["chunk_bytes"] == STAGING
@@ -394,14 +401,14 @@ def transfer_detects_corruption() -> None:
                 bufs["w2"].copy_from(bytes([0xA5]) * 16, offset=offset + 100)
 
         try:
-            m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=corrupt)
+            transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=corrupt)
         except m.ChecksumMismatch as err:
             message, names = str(err), list(err.buffers)
         else:
             raise AssertionError("corruption not detected")
         intact = all(bufs[n].to_bytes() == before[n] for n in SIZES) if rank == 1 else True
         # The communicator is still usable: a retry moves the (now changed) donor state.
-        m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING)
+        transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING)
         return message, names, intact, comm.live
 
     results, errors = run_ranks(2, body)
@@ -422,7 +429,7 @@ def abort_mid_transfer_keeps_state() -> None:
                 comm.abort()  # the donor fails mid-transfer
 
         try:
-            m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=die)
+            transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=die)
         except m.TransferAborted as err:
             kind, message = type(err).__name__, str(err)
         else:
@@ -455,7 +462,7 @@ def watchdog_abort_frees_receiver() -> None:
         if rank == 1:
             threading.Thread(target=lambda: (stalled.wait(HANG_S), holder[1].abort()), daemon=True).start()
         try:
-            m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=hang)
+            transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=hang)
         except m.TransferAborted as err:
             outcome = str(err)
         finally:
@@ -483,9 +490,9 @@ def transfer_timeout_aborts_a_hung_transfer() -> None:
 
         try:
             if rank == 1:
-                m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, timeout=0.5)
+                transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, timeout=0.5)
             else:
-                m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=hang)
+                transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING, progress=hang)
         except m.TransferAborted as err:
             outcome = str(err)
         else:
@@ -507,7 +514,7 @@ def transfer_rejects_mismatched_state() -> None:
         sizes = dict(SIZES, w3=SIZES["w3"] + (8 if rank == 1 else 0))
         bufs, before = _state(rank, sizes, 5)
         try:
-            m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING)
+            transfer(comm, bufs, donor=0, receiver=1, staging_bytes=STAGING)
         except m.TransferError as err:
             assert not isinstance(err, m.ChecksumMismatch)
             assert all(bufs[n].to_bytes() == before[n] for n in sizes)
@@ -522,7 +529,7 @@ def transfer_rejects_mismatched_state() -> None:
     def staging(rank: int, comm: Any) -> str:
         bufs, _ = _state(rank, {"x": 100}, 6)
         try:
-            m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=64 if rank == 0 else 32)
+            transfer(comm, bufs, donor=0, receiver=1, staging_bytes=64 if rank == 0 else 32)
         except m.TransferError as err:
             return str(err)
         raise AssertionError("a chunk larger than the receiver's staging was accepted")
@@ -536,10 +543,10 @@ def transfer_idle_rank_and_arguments() -> None:
     def body(rank: int, comm: Any) -> str:
         bufs, _ = _state(rank, {"x": 1000}, 7)
         for bad in (
-            lambda: m.transfer_state(comm, bufs, donor=0, receiver=0),
-            lambda: m.transfer_state(comm, bufs, donor=0, receiver=5),
-            lambda: m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=4),
-            lambda: m.transfer_state(comm, {"x": b"not a buffer"}, donor=0, receiver=1),
+            lambda: transfer(comm, bufs, donor=0, receiver=0),
+            lambda: transfer(comm, bufs, donor=0, receiver=5),
+            lambda: transfer(comm, bufs, donor=0, receiver=1, staging_bytes=4),
+            lambda: transfer(comm, {"x": b"not a buffer"}, donor=0, receiver=1),
         ):
             try:
                 bad()
@@ -547,7 +554,7 @@ def transfer_idle_rank_and_arguments() -> None:
                 pass
             else:
                 raise AssertionError("bad transfer arguments accepted")
-        return str(m.transfer_state(comm, bufs, donor=2, receiver=0, staging_bytes=256)["role"])
+        return str(transfer(comm, bufs, donor=2, receiver=0, staging_bytes=256)["role"])
 
     results, errors = run_ranks(3, body)
     no_errors(errors)

@@ -52,6 +52,14 @@ def test_cpu_runtime(name: str, installed: dict[str, InstalledWheel]) -> None:
     run_scenario(installed["cpu"], name)
 
 
+@pytest.mark.parametrize(
+    "name", ["transfer_larger_than_staging", "transfer_detects_corruption", "abort_mid_transfer_keeps_state"]
+)
+def test_cpu_transfer_with_a_device_shadow(name: str, installed: dict[str, InstalledWheel]) -> None:
+    """The receiver's other strategy: the incoming state shadowed in device memory (in place, no staging)."""
+    run_scenario(installed["cpu"], name, MR_TEST_SHADOW="device")
+
+
 def test_cpu_communicator_init_times_out_naming_missing_ranks(installed: dict[str, InstalledWheel]) -> None:
     run_scenario(installed["cpu"], "init_timeout", MONARCH_HOST_COMM_TIMEOUT="0.3")
 

@@ -483,7 +483,8 @@ impl PyCommunicator {
 
     /// Streams `buffers` (name -> Buffer, in order) from rank `donor` to rank `receiver` in chunks of
     /// at most `staging_bytes`; see monarch_runtime.transfer_state.
-    #[pyo3(signature = (buffers, donor, receiver, staging_bytes, progress=None))]
+    #[pyo3(signature = (buffers, donor, receiver, staging_bytes, progress=None, shadow="auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn _transfer_state<'py>(
         &self,
         py: Python<'py>,
@@ -492,7 +493,9 @@ impl PyCommunicator {
         receiver: i32,
         staging_bytes: usize,
         progress: Option<Py<PyAny>>,
+        shadow: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let shadow = transfer::parse_shadow(shadow).map_err(to_py)?;
         let owned: Vec<(String, Arc<memory::Buffer>)> = buffers
             .iter()
             .map(|(n, b)| Ok((n.clone(), buffer_of(b)?)))
@@ -518,12 +521,14 @@ impl PyCommunicator {
                     donor,
                     receiver,
                     staging_bytes,
+                    shadow,
                     &mut callback,
                 )
             })
             .map_err(to_py)?;
         let d = PyDict::new(py);
         d.set_item("role", report.role)?;
+        d.set_item("shadow", report.shadow)?;
         d.set_item("peer", report.peer)?;
         d.set_item("buffers", report.buffers)?;
         d.set_item("bytes", report.bytes)?;

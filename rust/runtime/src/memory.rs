@@ -52,6 +52,18 @@ pub fn resolve_device(device: Option<i32>) -> Result<i32> {
     }
 }
 
+/// Free and total memory of `device` (an error on the CPU build, which has no device memory to report).
+pub fn mem_info(device: i32) -> Result<(usize, usize)> {
+    let previous = current_device()?;
+    use_device(device)?;
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers.
+    let info = check(unsafe { cudaMemGetInfo(&mut free, &mut total) });
+    use_device(previous)?;
+    info?;
+    Ok((free, total))
+}
+
 #[derive(Debug, Clone)]
 pub struct DeviceInfo {
     pub index: i32,

@@ -38,10 +38,35 @@ pub struct Entry {
     pub checksum: u64,
 }
 
+/// Where the receiver keeps the incoming state until every buffer has matched its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shadow {
+    /// Device memory when the device has room for the whole state (plus a margin), else host memory.
+    Auto,
+    /// Host memory: the device needs only one staging chunk, so a state larger than free device
+    /// memory still moves; each byte makes a device-to-host and a host-to-device trip.
+    Host,
+    /// Device memory: no host round trip, but the device needs room for a second copy of the state.
+    Device,
+}
+
+pub fn parse_shadow(name: &str) -> Result<Shadow> {
+    match name {
+        "auto" => Ok(Shadow::Auto),
+        "host" => Ok(Shadow::Host),
+        "device" => Ok(Shadow::Device),
+        other => Err(Error::Value(format!(
+            "shadow {other:?} is not one of auto, host, device"
+        ))),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Report {
     /// "donor", "receiver" or "idle" (a rank that is neither).
     pub role: &'static str,
+    /// Where the receiver kept the incoming state: "host", "device" ("" on the donor).
+    pub shadow: &'static str,
     pub peer: i32,
     pub buffers: usize,
     pub bytes: u64,
@@ -125,6 +150,7 @@ pub fn transfer_state(
     donor: i32,
     receiver: i32,
     staging_bytes: usize,
+    shadow: Shadow,
     progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
 ) -> Result<Report> {
     let world = comm.world_size();
@@ -161,6 +187,7 @@ pub fn transfer_state(
     let start = Instant::now();
     let mut report = Report {
         role: "idle",
+        shadow: "",
         peer: -1,
         buffers: buffers.len(),
         bytes: buffers.iter().map(|(_, b)| b.nbytes() as u64).sum(),
@@ -176,7 +203,7 @@ pub fn transfer_state(
     } else if comm.rank() == receiver {
         report.role = "receiver";
         report.peer = donor;
-        receive(comm, buffers, donor, chunk, progress, &mut report)?;
+        receive(comm, buffers, donor, chunk, shadow, progress, &mut report)?;
     } else {
         report.bytes = 0;
     }
@@ -296,11 +323,13 @@ fn quoted(names: &[String]) -> String {
         .join(", ")
 }
 
+#[allow(clippy::too_many_arguments)]
 fn receive(
     comm: &Communicator,
     buffers: &[(String, &Buffer)],
     donor: i32,
     chunk: usize,
+    shadow: Shadow,
     progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
     report: &mut Report,
 ) -> Result<()> {
@@ -329,6 +358,37 @@ fn receive(
              pass the same staging_bytes on both ranks"
         ));
     }
+    // Device shadows are allocated before answering, so a forced "device" that does not fit is a
+    // rejection rather than a failure mid-stream.
+    let state_bytes: usize = entries.iter().map(|e| e.nbytes).sum();
+    let want_device = problems.is_empty()
+        && match shadow {
+            Shadow::Host => false,
+            Shadow::Device => true,
+            Shadow::Auto => crate::memory::mem_info(comm.device())
+                .map(|(free, _)| free >= state_bytes + state_bytes / 8 + (256 << 20))
+                .unwrap_or(false),
+        };
+    let mut device_shadows: Option<Vec<Buffer>> = None;
+    if want_device {
+        match entries
+            .iter()
+            .map(|e| Buffer::new(e.nbytes, Some(comm.device())))
+            .collect::<Result<Vec<_>>>()
+        {
+            Ok(shadows) => device_shadows = Some(shadows),
+            Err(err) if shadow == Shadow::Device => problems.push(format!(
+                "the receiver cannot hold a device shadow of the {state_bytes}-byte state ({err}); \
+                 use shadow=\"host\""
+            )),
+            Err(_) => {}
+        }
+    }
+    report.shadow = if device_shadows.is_some() {
+        "device"
+    } else {
+        "host"
+    };
     let rejection = problems.join("; ");
     comm.send_host(&(rejection.len() as u64).to_le_bytes(), donor)
         .map_err(handshake)?;
@@ -346,26 +406,47 @@ fn receive(
     report.chunk_bytes = donor_chunk;
     let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
     let outcome = (|| -> Result<Vec<Vec<u8>>> {
-        let staging = Buffer::new(donor_chunk.min(largest), Some(comm.device()))?;
+        // Host shadows receive through one staging chunk; device shadows receive in place.
+        let staging = match device_shadows {
+            Some(_) => None,
+            None => Some(Buffer::new(donor_chunk.min(largest), Some(comm.device()))?),
+        };
         let mut shadows = Vec::with_capacity(entries.len());
         let mut bad = Vec::new();
         let mut done = 0u64;
-        for entry in &entries {
-            let mut shadow = vec![0u8; entry.nbytes];
+        for (index, entry) in entries.iter().enumerate() {
+            let mut host = vec![0u8; if staging.is_some() { entry.nbytes } else { 0 }];
             let mut sum = 0u64;
             let mut offset = 0;
             while offset < entry.nbytes {
                 let len = donor_chunk.min(entry.nbytes - offset);
+                // The chunk's partial checksum is salted for its place in the buffer (offset is a
+                // multiple of 8).
                 let step = (|| {
-                    comm.recv(&staging, 0, len, donor)?;
-                    // Salted for the chunk's place in the buffer (offset is a multiple of 8).
-                    let sum_here = staging.partial_checksum(
-                        0,
-                        len,
-                        (offset / 8) as u64,
-                        Some(comm.stream()),
-                    )?;
-                    staging.read(0, &mut shadow[offset..offset + len])?;
+                    let sum_here = match (&staging, &device_shadows) {
+                        (Some(staging), _) => {
+                            comm.recv(staging, 0, len, donor)?;
+                            let s = staging.partial_checksum(
+                                0,
+                                len,
+                                (offset / 8) as u64,
+                                Some(comm.stream()),
+                            )?;
+                            staging.read(0, &mut host[offset..offset + len])?;
+                            s
+                        }
+                        (None, Some(shadows)) => {
+                            let target = &shadows[index];
+                            comm.recv(target, offset, len, donor)?;
+                            target.partial_checksum(
+                                offset,
+                                len,
+                                (offset / 8) as u64,
+                                Some(comm.stream()),
+                            )?
+                        }
+                        (None, None) => unreachable!("a staging buffer or device shadows"),
+                    };
                     progress(&entry.name, offset, len)?;
                     Ok(sum_here)
                 })();
@@ -390,7 +471,7 @@ fn receive(
             if finalize(sum, entry.nbytes) != entry.checksum {
                 bad.push(entry.name.clone());
             }
-            shadows.push(shadow);
+            shadows.push(host);
         }
         let verdict = bad.join("\0");
         let send_verdict = || -> Result<()> {
@@ -414,12 +495,15 @@ fn receive(
         Ok(shadows)
     })()?;
     // Commit: every buffer arrived and matched.
-    for (entry, shadow) in entries.iter().zip(outcome) {
+    for (index, (entry, host)) in entries.iter().zip(outcome).enumerate() {
         let (_, dest) = buffers
             .iter()
             .find(|(n, _)| *n == entry.name)
             .expect("matched against the manifest");
-        dest.write(0, &shadow)?;
+        match &device_shadows {
+            Some(shadows) => dest.copy_from(0, &shadows[index], 0, entry.nbytes)?,
+            None => dest.write(0, &host)?,
+        }
     }
     Ok(())
 }
@@ -453,7 +537,10 @@ mod tests {
 
     /// Two threads: the donor's state moves in many chunks; with `abort_at`, the donor aborts after
     /// that many chunks and the receiver keeps its state.
-    fn run(abort_at: Option<usize>) -> (Result<Report>, Result<Report>, Vec<u8>, Vec<u8>) {
+    fn run(
+        abort_at: Option<usize>,
+        shadow: Shadow,
+    ) -> (Result<Report>, Result<Report>, Vec<u8>, Vec<u8>) {
         let id = unique_id().unwrap();
         let sizes = [1000usize, 37, 0, 4096];
         let handles: Vec<_> = (0..2)
@@ -480,7 +567,7 @@ mod tests {
                         }
                         Ok(())
                     };
-                    let outcome = transfer_state(&comm, &refs, 0, 1, 64, &mut progress);
+                    let outcome = transfer_state(&comm, &refs, 0, 1, 64, shadow, &mut progress);
                     let mut all = Vec::new();
                     for (_, b) in &bufs {
                         let mut out = vec![0u8; b.nbytes()];
@@ -499,7 +586,21 @@ mod tests {
 
     #[test]
     fn state_moves_in_chunks() {
-        let (r0, r1, after0, after1) = run(None);
+        for shadow in [Shadow::Host, Shadow::Device] {
+            let (r0, r1, after0, after1) = run(None, shadow);
+            let (r0, r1) = (r0.unwrap(), r1.unwrap());
+            assert_eq!(after0, after1);
+            assert_eq!(
+                r1.shadow,
+                if shadow == Shadow::Host {
+                    "host"
+                } else {
+                    "device"
+                }
+            );
+            assert_eq!(r0.chunks, r1.chunks);
+        }
+        let (r0, r1, after0, after1) = run(None, Shadow::Auto);
         let (r0, r1) = (r0.unwrap(), r1.unwrap());
         assert_eq!(after0, after1);
         assert_eq!(r0.chunks, 16 + 1 + 64);
@@ -509,7 +610,13 @@ mod tests {
 
     #[test]
     fn abort_mid_transfer_keeps_the_receivers_state() {
-        let (r0, r1, _, after1) = run(Some(5));
+        for shadow in [Shadow::Host, Shadow::Device] {
+            abort_mid_transfer(shadow);
+        }
+    }
+
+    fn abort_mid_transfer(shadow: Shadow) {
+        let (r0, r1, _, after1) = run(Some(5), shadow);
         assert!(matches!(r1, Err(Error::TransferAborted { .. })), "{r1:?}");
         assert!(matches!(r0, Err(Error::TransferAborted { .. })), "{r0:?}");
         let sizes = [1000usize, 37, 0, 4096];
