@@ -6,8 +6,6 @@ Exit status: 0 on success; 1 with ``--strict`` when anything unportable remains 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -15,6 +13,10 @@ from pathlib import Path
 from tools.errors import ToolError
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, HipifyOptions
 from tools.hipify.tree import hipify_tree, parse_hip_version
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # argparse is imported only when the fast path below cannot parse the command line
+    import argparse
 
 
 def _terminal_columns() -> int:
@@ -32,6 +34,8 @@ def _terminal_columns() -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse  # noqa: PLC0415 - start-up time: see _fast_parse
+
     # argparse makes a HelpFormatter for every add_argument; given a width, it does not import shutil.
     width = _terminal_columns() - 2
 
@@ -89,8 +93,107 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _Args:
+    """What ``build_parser().parse_args`` returns, for command lines ``_fast_parse`` understands."""
+
+    def __init__(self) -> None:
+        self.sources: list[Path] = []
+        self.output: Path | None = None
+        self.report: Path | None = None
+        self.hip_version: str | None = None
+        self.strict = False
+        self.launch = "keep"
+        self.translate_comments = False
+        self.mappings: Path | None = None
+        self.naming = "hipify_torch"
+        self.engine = "builtin"
+        self.no_lint = False
+        self.no_unmapped = False
+        self.jobs: int | None = None
+        self.quiet = False
+        self.max_listed = 20
+
+
+_FLAGS = {
+    "--strict": "strict",
+    "--translate-comments": "translate_comments",
+    "--no-lint": "no_lint",
+    "--no-unmapped": "no_unmapped",
+    "-q": "quiet",
+    "--quiet": "quiet",
+}
+# option -> (attribute, kind): path, str, int, or a tuple of choices
+_VALUED: dict[str, tuple[str, object]] = {
+    "-o": ("output", "path"),
+    "--output": ("output", "path"),
+    "--report": ("report", "path"),
+    "--hip-version": ("hip_version", "str"),
+    "--launch": ("launch", LAUNCH_STYLES),
+    "--mappings": ("mappings", "path"),
+    "--naming": ("naming", NAMING_STYLES),
+    "--engine": ("engine", ENGINES),
+    "-j": ("jobs", "int"),
+    "--jobs": ("jobs", "int"),
+    "--max-listed": ("max_listed", "int"),
+}
+
+
+def _fast_parse(argv: list[str]) -> _Args | None:
+    """The plain command lines (exact option names, one run of sources) without argparse, whose import and
+    parser cost ~10 ms of a ~60 ms start-up. ``None`` for anything else (help, abbreviations, errors, ...):
+    argparse then parses it, with its messages, so every command line means what argparse says."""
+    args = _Args()
+    i = 0
+    n = len(argv)
+    sources_done = False
+    while i < n:
+        token = argv[i]
+        i += 1
+        if not token.startswith("-") and token:
+            if sources_done:
+                return None  # a second run of sources: argparse rejects it
+            args.sources.append(Path(token))
+            while i < n and argv[i] and not argv[i].startswith("-"):
+                args.sources.append(Path(argv[i]))
+                i += 1
+            sources_done = True
+            continue
+        flag = _FLAGS.get(token)
+        if flag is not None:
+            setattr(args, flag, True)
+            continue
+        name, eq, value = token.partition("=")
+        spec = _VALUED.get(name)
+        if spec is None or (eq and not name.startswith("--")):
+            return None
+        if not eq:
+            if i >= n or argv[i].startswith("-") or not argv[i]:
+                return None
+            value = argv[i]
+            i += 1
+        attr, kind = spec
+        converted: object
+        if kind == "path":
+            converted = Path(value)
+        elif kind == "int":
+            try:
+                converted = int(value)  # what argparse's type=int does
+            except ValueError:
+                return None
+        elif kind == "str":
+            converted = value
+        elif isinstance(kind, tuple) and value in kind:
+            converted = value
+        else:
+            return None
+        setattr(args, attr, converted)
+    if not args.sources or args.output is None:
+        return None
+    return args
+
+
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = _fast_parse(argv) or build_parser().parse_args(argv)
     options = HipifyOptions(
         hip_version=parse_hip_version(args.hip_version) if args.hip_version else None,
         translate_comments_and_strings=args.translate_comments,
@@ -102,9 +205,12 @@ def main(argv: list[str]) -> int:
         engine=args.engine,
         report_unmapped=not args.no_unmapped,
     )
+    assert args.output is not None  # required
     result = hipify_tree(args.sources, args.output, options)
-    report = json.dumps(result.to_json(), indent=1) + "\n"
     if args.report is not None:
+        import json  # noqa: PLC0415 - only with --report
+
+        report = json.dumps(result.to_json(), indent=1) + "\n"
         if str(args.report) == "-":
             sys.stdout.write(report)
         else:

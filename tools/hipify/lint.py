@@ -162,13 +162,12 @@ def _needle(pattern: bytes) -> bytes:
 # does not pay for the rules a run never needs.
 _COMPILED = [(rule, pattern, _needle(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
-_CONTEXT = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\(")
-_CONTEXT_NO_LOOP = re.compile(rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl")
-_BALLOT_LHS = re.compile(
-    rb"(?:\b(?:unsigned(?:\s+int)?|int|uint32_t|int32_t|uint)\s+\w+\s*=|\b__(?:popc|ffs|clz|brev)\s*\()\s*\Z"
-)
-_IGNORE = re.compile(rb"hipify:\s*ignore(?:\(([^)]*)\))?")
-_DEVICE = re.compile(rb"__global__|__device__|__shared__")
+# (compiled where used, through re's cache: most files never need them, and start-up time counts)
+_CONTEXT = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\("
+_CONTEXT_NO_LOOP = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl"
+_BALLOT_LHS = rb"(?:\b(?:unsigned(?:\s+int)?|int|uint32_t|int32_t|uint)\s+\w+\s*=|\b__(?:popc|ffs|clz|brev)\s*\()\s*\Z"
+_IGNORE = rb"hipify:\s*ignore(?:\(([^)]*)\))?"
+_DEVICE = rb"__global__|__device__|__shared__"
 _IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))
 
@@ -193,7 +192,7 @@ def _silenced(data: bytes, offset: int, rule: str) -> bool:
     line = data[start : end if end >= 0 else len(data)]
     if b"hipify:" not in line:
         return False
-    for m in _IGNORE.finditer(line):
+    for m in re.finditer(_IGNORE, line):
         if m.group(1) is None:
             return True
         rules = {r.strip().decode("latin-1") for r in m.group(1).split(b",")}
@@ -245,10 +244,10 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
                 ls, line = _line(code, start)
                 if check == "ctx":
                     if device_file is None:
-                        device_file = _DEVICE.search(code) is not None
-                    ctx = (_CONTEXT if device_file else _CONTEXT_NO_LOOP).search(line)
+                        device_file = re.search(_DEVICE, code) is not None
+                    ctx = re.search(_CONTEXT if device_file else _CONTEXT_NO_LOOP, line)
                 else:
-                    ctx = _CONTEXT_NO_LOOP.search(line)
+                    ctx = re.search(_CONTEXT_NO_LOOP, line)
                 if ctx is None:
                     continue
             elif check == "sync":
@@ -262,7 +261,7 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
                 if prev in idc:
                     continue
                 ls, line = _line(code, start)
-                lhs = _BALLOT_LHS.search(code, ls, start)
+                lhs = re.compile(_BALLOT_LHS).search(code, ls, start)
                 if lhs is None:
                     continue
                 start = lhs.start()

@@ -356,7 +356,7 @@ class MappingDatabase:
         return self.meta.get("source_commit", "")
 
 
-_ROW = re.compile(r"^([^\t#\n][^\t\n]*)\t([^\n]*)", re.M)
+_ROW = r"^([^\t#\n][^\t\n]*)\t([^\n]*)"  # rows, when one has no tab (compiled where used)
 
 
 def _rows_from_body(body: str) -> dict[str, str] | None:
@@ -391,7 +391,7 @@ class TextRows:
         if self._dict is None:
             body = self._data[self._start :].decode("utf-8")
             rows = _rows_from_body(body)
-            self._dict = rows if rows is not None else dict(_ROW.findall(body))
+            self._dict = rows if rows is not None else dict(re.findall(_ROW, body, re.M))
         return self._dict
 
     def get(self, name: str) -> str | None:
@@ -458,7 +458,7 @@ def _read_layer_body(path: Path, data: bytes | None = None) -> tuple[dict[str, s
     body = text[header_end + 1 :] if header_end >= 0 else ""
     rows = _rows_from_body(body)
     if rows is None or header_end < 0:
-        return meta, dict(_ROW.findall(body)) if rows is None else rows, data, None
+        return meta, dict(re.findall(_ROW, body, re.M)) if rows is None else rows, data, None
     # text offsets -> byte offsets (the same when the text before the rows is ASCII, as it always is)
     body_start = len(text[: header_end + 1].encode("utf-8"))
     return meta, rows, data, body_start

@@ -15,18 +15,36 @@ from collections.abc import Iterable
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 
+
+class _Lazy:
+    """A bytes regex compiled on first use: Python's regex compiler is slow, and start-up time counts."""
+
+    __slots__ = ("_flags", "_pattern", "_rx")
+
+    def __init__(self, pattern: bytes, flags: int = 0) -> None:
+        self._pattern = pattern
+        self._flags = flags
+        self._rx: re.Pattern[bytes] | None = None
+
+    def __call__(self) -> re.Pattern[bytes]:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(self._pattern, self._flags)
+        return rx
+
+
 # Bytes that continue an identifier. Bytes >= 0x80 count as identifier bytes so that a CUDA name glued to
 # a UTF-8 (or Latin-1) identifier character is never split.
 _IDC = rb"A-Za-z0-9_\x80-\xff"
 
 # Names that look like CUDA API names; reported when the database does not know them.
-_CUDA_LOOKING = re.compile(
+_CUDA_LOOKING = _Lazy(
     rb"(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cu(?:blas|rand|sparse|fft|solver|dnn|tensor)\w+"
     rb"|CU_[A-Z0-9_]+|CU(?:BLAS|RAND|SPARSE|FFT|SOLVER|DNN|DA_ERROR)_\w+|nvrtc[A-Z]\w*)\Z"
 )
 
 # CUDA-only headers: no HIP counterpart exists.
-_CUDA_ONLY_HEADER = re.compile(
+_CUDA_ONLY_HEADER = _Lazy(
     rb"(?:cuda/(?:pipeline|barrier|latch|semaphore|annotated_ptr|memcpy_async|std/barrier)|cuda_pipeline\w*\.h"
     rb"|cuda_awbarrier\w*\.h|mma\.h|crt/\w+\.h|nvml\.h|nvtx3?/\S*|nvToolsExt\w*\.h|cudaProfiler\.h)\Z"
 )
@@ -171,14 +189,14 @@ def _build_scanner_source(prefixes: Iterable[bytes], with_launch: bool) -> bytes
 # (Look-aheads after the prefix to skip "current" or "__global__" measured slower, not faster.)
 _CORE_PREFIXES = (b"cu", b"CU", b"__", b"nv", b"NV", b"Cu")
 
-_IDENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]+\Z")
+_IDENT_NAME = r"[A-Za-z_][A-Za-z0-9_]+\Z"
 _IDC_SET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _DIGITS = frozenset(b"0123456789")
-_DEFINE = re.compile(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
+_DEFINE = _Lazy(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 # CUDA-looking names the project defines itself (a helper "cudaCheck(...) { ... }", "struct cudaThing"), so
 # that they are not reported as unmapped CUDA API names. Literal-led, so the scan is cheap.
 # The token before a declared name: a type (an identifier, or a type ending in *, &, >).
-_PREV_TOKEN = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*|[*&>])\s*\Z")
+_PREV_TOKEN = _Lazy(rb"([A-Za-z_][A-Za-z0-9_]*|[*&>])\s*\Z")
 _NOT_TYPES = frozenset({b"return", b"case", b"else", b"goto", b"throw", b"sizeof", b"new", b"delete", b"co_return",
                         b"co_yield", b"default", b"public", b"private", b"protected", b"do", b"and", b"or", b"not"})
 _DECL_NEXT = frozenset(b"=;,)[{:(<")
@@ -232,12 +250,12 @@ class Translator:
         self.scanner = cache.regex(
             "scanner", f"{key}/{launch}", lambda: _build_scanner_source(prefixes, with_launch=launch), re.S
         )
-        self._ident = re.compile(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")
+        self._ident = _Lazy(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")  # comments and strings
 
     def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:
         prefixes = set(_CORE_PREFIXES)
         core = ("cu", "CU", "__", "nv", "NV", "Cu")
-        ident = _IDENT_NAME.match
+        ident = re.compile(_IDENT_NAME).match
         for name in db.names():
             if name[:2] in core or not ident(name):
                 continue  # covered already, or a header path
@@ -270,7 +288,7 @@ class Translator:
         name = raw.decode("latin-1")
         entry = self.db.lookup(name)
         if entry is None or entry.kind == "header":
-            if self.report_unmapped and _CUDA_LOOKING.match(raw):
+            if self.report_unmapped and _CUDA_LOOKING().match(raw):
                 return _Action(
                     None,
                     (
@@ -356,7 +374,7 @@ class Translator:
                     True,
                 )
             return entry.hip_name.encode("latin-1"), None
-        if _CUDA_ONLY_HEADER.match(path):
+        if _CUDA_ONLY_HEADER().match(path):
             return None, (
                 "hazard",
                 f"<{name}> is a CUDA-only header (no HIP counterpart)",
@@ -457,7 +475,7 @@ class Translator:
                     if tcs:
                         start, end = m.span()
                         text = m.group()
-                        new = self._ident.sub(self._sub_in_text, text)
+                        new = self._ident().sub(self._sub_in_text, text)
                         if new != text:
                             out.append(data[pos:start])
                             out.append(new)
@@ -482,7 +500,7 @@ class Translator:
                     spans.append((start, end))
                     if tcs and kind != "chr":
                         text = m.group()
-                        new = self._ident.sub(self._sub_in_text, text)
+                        new = self._ident().sub(self._sub_in_text, text)
                         if new != text:
                             out.append(data[pos:start])
                             out.append(new)
@@ -536,7 +554,7 @@ class Translator:
                     launches.append((counted_len + (mstart - pos), mstart))
             scan_from = restart
         if self.report_unmapped:
-            defines += [d.decode("latin-1") for d in _DEFINE.findall(data)]
+            defines += [d.decode("latin-1") for d in _DEFINE().findall(data)]
 
         changed = pos > 0
         if pos == 0:
@@ -589,7 +607,7 @@ def _is_declaration(data: bytes, start: int, end: int) -> bool:
     nxt = data[end : end + 64].lstrip(b" \t\r\n")
     if not nxt or nxt[0] not in _DECL_NEXT or nxt[:2] in (b"==", b"::"):
         return False
-    prev = _PREV_TOKEN.search(data, max(0, start - 64), start)
+    prev = _PREV_TOKEN().search(data, max(0, start - 64), start)
     return prev is not None and prev.group(1) not in _NOT_TYPES
 
 
@@ -632,7 +650,7 @@ def positions(data: bytes, offsets: Iterable[int]) -> dict[int, tuple[int, int]]
     return out
 
 
-_KERNEL_TAIL = re.compile(rb"(?:::\s*)?[A-Za-z_][A-Za-z0-9_]*(?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*\s*\Z")
+_KERNEL_TAIL = _Lazy(rb"(?:::\s*)?[A-Za-z_][A-Za-z0-9_]*(?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*\s*\Z")
 _OPEN = {ord("("): ord(")"), ord("["): ord("]"), ord("{"): ord("}")}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 
@@ -714,7 +732,7 @@ def convert_launches(
                 continue
             k_start = lt
             templated = True
-        m = _KERNEL_TAIL.search(data, max(0, k_start - 256), k_start)
+        m = _KERNEL_TAIL().search(data, max(0, k_start - 256), k_start)
         if m is None:
             failed.append(in_off)
             continue
