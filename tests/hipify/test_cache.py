@@ -42,9 +42,9 @@ def _entries(where: Path) -> list[Path]:
 
 def test_cached_database_and_translator_equal_uncached(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = load_database()  # builds the entries
-    assert {p.name.split("-")[0] for p in _entries(cache_dir)} == {"db"}
+    assert {p.name.split("-")[0] for p in _entries(cache_dir)} == {"db", "dbstat"}
     tr_first = Translator(first, (5, 2))
-    assert {p.name.split("-")[0] for p in _entries(cache_dir)} == {"db", "prefixes", "scanner"}
+    assert {p.name.split("-")[0] for p in _entries(cache_dir)} == {"db", "dbstat", "prefixes", "scanner"}
     second = load_database()  # from the cache
     tr_second = Translator(second, (5, 2))
     monkeypatch.setenv(cache.ENV, "off")
@@ -89,9 +89,10 @@ def test_a_changed_layer_is_never_served_stale(cache_dir: Path, tmp_path: Path) 
 def test_corrupt_or_foreign_entries_are_rebuilt(cache_dir: Path, tmp_path: Path) -> None:
     layer = tmp_path / "base.tsv"
     layer.write_text(_tsv([("cudaThingA", "hipThingA")]), encoding="utf-8")
-    want = Translator(load_database(base=layer), (5, 2)).translate(SAMPLE + b"cudaThingA();\n").data
+    fresh = load_database(base=layer)
+    want = Translator(fresh, (5, 2)).translate(SAMPLE + b"cudaThingA();\n").data
     entries = _entries(cache_dir)
-    assert len(entries) == 3
+    assert len(entries) == 4
     blobs = {p: p.read_bytes() for p in entries}
     damages = [
         lambda blob: b"",  # empty
@@ -99,12 +100,14 @@ def test_corrupt_or_foreign_entries_are_rebuilt(cache_dir: Path, tmp_path: Path)
         lambda blob: b"\x00garbage" * 50,  # not marshal
         lambda blob: marshal.dumps((cache.FORMAT, "another python", "x", 1)),  # another Python / key
         lambda blob: marshal.dumps((cache.FORMAT, *tuple(marshal.loads(blob)[1:3]), ("wrong", "shape"))),
+        lambda blob: marshal.dumps((cache.FORMAT, *tuple(marshal.loads(blob)[1:3]), "0" * 64)),  # a wrong hash
     ]
     for damage in damages:
         for path, blob in blobs.items():
             path.write_bytes(damage(blob))
         db = load_database(base=layer)
         assert db.raw_hip_name("cudaThingA") == "hipThingA"
+        assert db.fingerprint == fresh.fingerprint
         assert Translator(db, (5, 2)).translate(SAMPLE + b"cudaThingA();\n").data == want
         for path, blob in blobs.items():
             assert path.read_bytes() == blob, "the damaged entry is rewritten"

@@ -17,7 +17,6 @@ cache directory that cannot be written is not an error (every run then derives t
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import marshal
 import os
@@ -44,6 +43,59 @@ def cache_dir() -> str | None:
     return os.path.join(base, "monarch-runtime", "hipify")
 
 
+# -- SHA-256 without importing hashlib for small inputs ------------------------------------------------
+# hashlib loads OpenSSL (~5 ms): more than a small run hashes. Python's built-in SHA-256 gives the same
+# digests, ~6x slower; once a process has hashed ~1 MB, hashlib (OpenSSL) takes over.
+_SWITCH_AT = 1 << 20
+_hashed = 0
+_openssl: Callable[[bytes], object] | None = None
+
+
+def _builtin_sha256() -> Callable[[bytes], object] | None:
+    for name in ("_sha256", "_sha2"):  # Python <= 3.11, >= 3.12
+        try:
+            fn: Callable[[bytes], object] = importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+        return fn
+    return None
+
+
+def sha256_hex(*chunks: bytes) -> str:
+    """SHA-256 of the concatenated chunks, as hex (exactly ``hashlib.sha256(b"".join(chunks)).hexdigest()``)."""
+    global _hashed, _openssl  # noqa: PLW0603 - one switch per process
+    _hashed += sum(map(len, chunks))
+    make = _openssl
+    if make is None and _hashed > _SWITCH_AT:
+        import hashlib  # noqa: PLC0415
+
+        make = _openssl = hashlib.sha256
+    if make is None:
+        make = _builtin_sha256() or _import_hashlib_sha256()
+    digest = make(b"")
+    for chunk in chunks:
+        digest.update(chunk)  # type: ignore[attr-defined]
+    hexdigest: str = digest.hexdigest()  # type: ignore[attr-defined]
+    return hexdigest
+
+
+def _import_hashlib_sha256() -> Callable[[bytes], object]:
+    global _openssl  # noqa: PLW0603
+    import hashlib  # noqa: PLC0415
+
+    _openssl = hashlib.sha256
+    return _openssl
+
+
+def stat_signature(path: str) -> tuple[int, int, int, int, int] | None:
+    """What changes whenever a file's content does (size, mtime, ctime: ctime cannot be set back), or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
 def _python_tag() -> str:
     return f"{sys.implementation.cache_tag}/{sys.version}/marshal{marshal.version}"
 
@@ -52,28 +104,28 @@ def _python_tag() -> str:
 def code_fingerprint() -> str:
     """Hash of this package's code and its non-mapping data (the downgrades): derived data is reused only by
     the same tool. (The mapping layers are hashed separately, into the database fingerprint.)"""
-    digest = hashlib.sha256()
     data_dir = os.path.join(_HERE, "data")
     try:
         names = [n for n in os.listdir(_HERE) if n.endswith(".py")]
         names += [f"data/{n}" for n in os.listdir(data_dir) if n.startswith("downgrades")]
     except OSError:
         names = []
+    chunks = []
     for rel in sorted(names):
         try:
             with open(os.path.join(_HERE, rel), "rb") as fh:
                 data = fh.read()
         except OSError:
             continue
-        digest.update(rel.rpartition("/")[2].encode() + b"\0" + data)
-    return digest.hexdigest()[:16]
+        chunks.append(rel.rpartition("/")[2].encode() + b"\0" + data)
+    return sha256_hex(*chunks)[:16]
 
 
 def _entry_path(kind: str, key: str) -> str | None:
     directory = cache_dir()
     if directory is None:
         return None
-    name = hashlib.sha256(f"{FORMAT}\0{_python_tag()}\0{kind}\0{key}".encode()).hexdigest()[:24]
+    name = sha256_hex(f"{FORMAT}\0{_python_tag()}\0{kind}\0{key}".encode())[:24]
     return os.path.join(directory, f"{kind}-{name}.marshal")
 
 

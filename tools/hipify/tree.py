@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -12,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
+from tools.hipify.cache import code_fingerprint, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
 from tools.hipify.translate import RawFinding, Translator, positions
@@ -153,7 +153,7 @@ def _process(
         res.mode = "error"
         res.error = f"cannot read: {err.strerror or err}"
         return res
-    res.sha = hashlib.sha256(data).hexdigest()
+    res.sha = sha256_hex(data)
     if not translate or b"\0" in data[:8192]:
         res.mode = "copy"
         res.data = data
@@ -315,15 +315,7 @@ def _load_state(out_dir: Path) -> dict[str, object]:
 
 def _code_fingerprint() -> str:
     """Hash of this package's code and data: a cached translation is reused only by the same tool."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    # The mapping layers are hashed into the database fingerprint already; the code and the downgrades here.
-    for path in sorted([*here.glob("*.py"), *(here / "data").glob("downgrades*")]):
-        try:
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-        except OSError:
-            continue
-    return digest.hexdigest()[:16]
+    return code_fingerprint()
 
 
 def _check_options(options: HipifyOptions) -> None:
@@ -624,7 +616,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         return None
     try:
         with open(path, "rb") as fh:
-            sha = hashlib.sha256(fh.read()).hexdigest()
+            sha = sha256_hex(fh.read())
     except OSError:
         return None
     if sha != entry.get("sha"):
