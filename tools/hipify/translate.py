@@ -195,8 +195,6 @@ _DIGITS = frozenset(b"0123456789")
 _DEFINE = _Lazy(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 # CUDA-looking names the project defines itself (a helper "cudaCheck(...) { ... }", "struct cudaThing"), so
 # that they are not reported as unmapped CUDA API names. Literal-led, so the scan is cheap.
-# The token before a declared name: a type (an identifier, or a type ending in *, &, >).
-_PREV_TOKEN = _Lazy(rb"([A-Za-z_][A-Za-z0-9_]*|[*&>])\s*\Z")
 _NOT_TYPES = frozenset({b"return", b"case", b"else", b"goto", b"throw", b"sizeof", b"new", b"delete", b"co_return",
                         b"co_yield", b"default", b"public", b"private", b"protected", b"do", b"and", b"or", b"not"})
 _DECL_NEXT = frozenset(b"=;,)[{:(<")
@@ -607,8 +605,35 @@ def _is_declaration(data: bytes, start: int, end: int) -> bool:
     nxt = data[end : end + 64].lstrip(b" \t\r\n")
     if not nxt or nxt[0] not in _DECL_NEXT or nxt[:2] in (b"==", b"::"):
         return False
-    prev = _PREV_TOKEN().search(data, max(0, start - 64), start)
-    return prev is not None and prev.group(1) not in _NOT_TYPES
+    prev = _prev_token(data, max(0, start - 64), start)
+    return prev is not None and prev not in _NOT_TYPES
+
+
+_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _prev_token(data: bytes, lo: int, hi: int) -> bytes | None:
+    """The token before a declared name: a type (an identifier, or a type ending in ``*``, ``&``, ``>``)
+    ending ``data[lo:hi]`` before white space; ``None`` when there is none.
+
+    Exactly the group of the regex ``([A-Za-z_][A-Za-z0-9_]*|[*&>])`` + white space + end, searched in the
+    window, without the regex (whose search tries every offset of the window): the leftmost match is the
+    identifier run (from its first non-digit) or the single ``*``/``&``/``>`` before the white space."""
+    q = len(data[lo:hi].rstrip())  # the regex's white space and bytes.rstrip()'s are the same six bytes
+    if q == 0:
+        return None
+    q += lo
+    c = data[q - 1]
+    if c in b"*&>":
+        return data[q - 1 : q]
+    if c not in _WORD:
+        return None
+    p = q - 1
+    while p > lo and data[p - 1] in _WORD:
+        p -= 1
+    while p < q and data[p] in _DIGITS:
+        p += 1
+    return data[p:q] if p < q else None
 
 
 def _is_member(data: bytes, start: int) -> bool:
