@@ -371,10 +371,11 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             continue
         processed.append(None)
         todo.append((path, translate))
-        try:
-            todo_bytes += s.path.stat().st_size
-        except OSError:
-            pass
+        if opts.jobs is None:  # (the size decides whether a process pool is worth it)
+            try:
+                todo_bytes += os.stat(path).st_size
+            except OSError:
+                pass
     fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes)}
     procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
     if ext is not None:
@@ -510,7 +511,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         record["out"] = str(dst)
         record["edits"] = [list(e) for e in edits]
         prev = prev_files.get(str(s.path))
-        stat = _stat(dst)
+        stat = _stat(dst) if p.data is None else None  # (a fresh result is compared by content below)
         if (
             p.data is None
             and isinstance(prev, dict)
