@@ -82,8 +82,12 @@ def two_ranks(devices: tuple[int, int], body: Callable[[int, Any], Any]) -> list
     return out
 
 
-def bench_transfer(nbytes: int, nbuffers: int, staging: int, repeat: int, devices: tuple[int, int]) -> dict[str, float]:
+def bench_transfer(
+    nbytes: int, nbuffers: int, staging: int, repeat: int, devices: tuple[int, int], shadow: str
+) -> dict[str, Any]:
     size = nbytes // nbuffers
+
+    used: list[str] = []
 
     def body(rank: int, comm: Any) -> dict[str, float]:
         bufs = {f"b{i}": m.Buffer(size, device=devices[rank]) for i in range(nbuffers)}
@@ -96,7 +100,9 @@ def bench_transfer(nbytes: int, nbuffers: int, staging: int, repeat: int, device
                 (comm.send if rank == 0 else comm.recv)(b, 1 - rank)
 
         def transfer() -> None:
-            m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=staging)
+            used.append(
+                m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=staging, shadow=shadow)["shadow"]
+            )
 
         raw_times, xfer_times = [], []
         for fn, times in ((raw, raw_times), (transfer, xfer_times)):
@@ -125,6 +131,7 @@ def bench_transfer(nbytes: int, nbuffers: int, staging: int, repeat: int, device
         "raw_sendrecv_gbps": total / raw_s / 1e9,
         "transfer_gbps": total / xfer_s / 1e9,
         "ratio": raw_s / xfer_s,
+        "shadow": sorted(set(used) - {""}),
     }
 
 
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--buffers", type=int, default=8)
     p.add_argument("--staging-mib", type=int, default=0, help="chunk/staging size (default: 64 on a GPU, 4 on CPU)")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--shadow", default="auto", choices=["auto", "host", "device"], help="receiver's shadow")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = p.parse_args(argv)
 
@@ -148,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         if gpus and not info["collective_loaded"]:
             result["transfer"] = {"skipped": f"no collective library: {info.get('collective_error')}"}
         else:
-            result["transfer"] = bench_transfer(mib << 20, args.buffers, staging, args.repeat, devs)
+            result["transfer"] = bench_transfer(mib << 20, args.buffers, staging, args.repeat, devs, args.shadow)
     else:
         result["transfer"] = {"skipped": f"needs two GPUs (NCCL refuses two ranks on one GPU); {gpus} visible"}
 
@@ -166,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(
             f"transfer  {t['bytes'] >> 20} MiB in {t['buffers']} buffers, staging {t['staging_bytes'] >> 20} MiB: "
-            f"{t['transfer_gbps']:.2f} GB/s vs raw send/recv {t['raw_sendrecv_gbps']:.2f} GB/s -> ratio {t['ratio']:.2f}"
+            f"{t['transfer_gbps']:.2f} GB/s ({'/'.join(t['shadow'])} shadow) vs raw send/recv {t['raw_sendrecv_gbps']:.2f} GB/s -> ratio {t['ratio']:.2f}"
         )
     return 0
 
