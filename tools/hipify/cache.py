@@ -103,22 +103,33 @@ def _python_tag() -> str:
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """Hash of this package's code and its non-mapping data (the downgrades): derived data is reused only by
-    the same tool. (The mapping layers are hashed separately, into the database fingerprint.)"""
+    the same tool. (The mapping layers are hashed separately, into the database fingerprint.)
+
+    The hash of files whose stat signatures are all unchanged is taken from the cache (no reading)."""
     data_dir = os.path.join(_HERE, "data")
     try:
         names = [n for n in os.listdir(_HERE) if n.endswith(".py")]
         names += [f"data/{n}" for n in os.listdir(data_dir) if n.startswith("downgrades")]
     except OSError:
         names = []
+    names.sort()
+    sigs = [(rel, stat_signature(os.path.join(_HERE, rel))) for rel in names]
+    index_key = repr(sigs)
+    known = load("codefp", index_key)
+    if isinstance(known, str) and len(known) == 16:
+        return known
     chunks = []
-    for rel in sorted(names):
+    for rel in names:
         try:
             with open(os.path.join(_HERE, rel), "rb") as fh:
                 data = fh.read()
         except OSError:
             continue
         chunks.append(rel.rpartition("/")[2].encode() + b"\0" + data)
-    return sha256_hex(*chunks)[:16]
+    digest = sha256_hex(*chunks)[:16]
+    if all(sig is not None for _, sig in sigs):
+        store("codefp", index_key, digest)
+    return digest
 
 
 def _entry_path(kind: str, key: str) -> str | None:

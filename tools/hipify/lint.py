@@ -151,11 +151,25 @@ _DEVICE_RULES = frozenset(
 _DEVICE_MARKERS = (b"__global__", b"__device__", b"__shared__", b"threadIdx")
 
 
+_LITERAL = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_&%<>~")
+
+
 def _needle(pattern: bytes) -> bytes:
-    """The literal bytes a pattern starts with (a fast ``in`` test before running the regex)."""
-    m = re.match(rb"(?:[A-Za-z0-9_&%<>~]|\\.)+", pattern)
-    lit = m.group() if m else b""
-    return re.sub(rb"\\(.)", rb"\1", lit.split(b"(")[0].split(b"\\s")[0].split(b"\\w")[0].split(b"\\b")[0])
+    """The literal bytes a pattern starts with (a fast ``in`` test before running the regex): its leading
+    literal bytes and escaped punctuation (``grid\\.sync``), up to the first class escape or group."""
+    out = bytearray()
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c in _LITERAL:
+            out.append(c)
+            i += 1
+        elif c == 0x5C and i + 1 < len(pattern) and pattern[i + 1] not in b"swbdSWBD":  # an escaped byte
+            out.append(pattern[i + 1])
+            i += 2
+        else:
+            break
+    return bytes(out)
 
 
 # (rule, pattern source, needle, spec); patterns are compiled on first use (re caches them), so start-up
