@@ -159,13 +159,13 @@ def test_symlink_loop_in_csrc_is_reported_not_followed(tmp_path: Path, toolchain
 def test_out_of_disk_is_named_and_the_next_build_succeeds(tmp_path: Path, toolchains: Toolchains) -> None:
     small = tmp_path / "small disk"
     env = toolchains.env_for("cpu")
-    with mounted(["-t", "tmpfs", "-o", "size=24m"], small):
+    with mounted(["-t", "tmpfs", "-o", "size=24m", "tmpfs"], small):
         code, log = finish(start(ROOT, tmp_path / "dist", env, **{"build-dir": str(small / "build")}))
         assert code != 0 and "Traceback" not in log
         assert "No space left on device" in log or "out of disk space" in log
         assert str(small) in log  # names the directory
         assert not list((tmp_path / "dist").glob("*.whl"))
-    with mounted(["-t", "tmpfs", "-o", "size=2g"], small):  # space freed
+    with mounted(["-t", "tmpfs", "-o", "size=2g", "tmpfs"], small):  # space freed
         code, log = finish(start(ROOT, tmp_path / "dist", env, **{"build-dir": str(small / "build")}))
         assert code == 0, log[-4000:]
     assert list((tmp_path / "dist").glob("*.whl"))
