@@ -2,7 +2,9 @@
 // warpSize (32 on NVIDIA, 64 on CDNA), one atomic add per warp.
 #include "bridge.h"
 
-namespace {
+// A named namespace, not an anonymous one: nvcc names internal-linkage kernels after a hash of the
+// source file's absolute path, which would make the wheel depend on where the tree was built.
+namespace monarch_bridge {
 
 __host__ __device__ inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -48,7 +50,10 @@ __global__ void checksum_kernel(const unsigned char* bytes, size_t nbytes, uint6
   }
 }
 
-}  // namespace
+}  // namespace monarch_bridge
+
+using monarch_bridge::checksum_kernel;
+using monarch_bridge::mix64;
 
 extern "C" cudaError_t mr_checksum_partial(const void* data, size_t nbytes, uint64_t word_offset, uint64_t* sum_out,
                                            cudaStream_t stream) {
