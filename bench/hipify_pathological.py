@@ -19,14 +19,16 @@ SOURCE = b"".join(p.read_bytes() for p in sorted((ROOT / "csrc").glob("*.cu")))
 
 CHILD = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from tools.hipify import HipifyOptions, hipify_tree
     start = time.perf_counter()
     result = hipify_tree([Path(sys.argv[1])], Path(sys.argv[2]), HipifyOptions(hip_version=(5, 2)))
     elapsed = time.perf_counter() - start
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM belongs to this address space; ru_maxrss would carry the parent's peak across execve.
+    hwm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    rss_mb = hwm_kb / 1024
     print(json.dumps({"seconds": elapsed, "rss_mb": rss_mb, "outputs": len(result.outputs)}))
     """
 )

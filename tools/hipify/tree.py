@@ -117,12 +117,13 @@ _IncludeTuple = tuple[int, int, str, bool]
 
 
 class _Processed:
-    __slots__ = ("changed", "data", "defines", "error", "findings", "includes", "mode", "path", "sha")
+    __slots__ = ("changed", "data", "defines", "error", "evicted", "findings", "includes", "mode", "path", "sha")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.mode = "translate"  # translate | copy | error
         self.data: bytes | None = b""  # None: known from the previous run's record, not read again
+        self.evicted = False  # data dropped to bound memory (RETAIN_BYTES): re-translated when written
         self.sha = ""
         self.changed = False
         self.findings: list[_FindingTuple] = []
@@ -174,12 +175,29 @@ def _process(
     return res
 
 
+# Translated bytes kept in memory between the translation and the write pass (which needs every header's
+# rename first). Beyond this, a file's bytes are dropped and it is translated again when written: memory stays
+# bounded by this budget plus the largest file, at the cost of translating the excess twice.
+RETAIN_BYTES = 32 * 1024 * 1024
+
+
 def _process_batch(
     items: list[tuple[str, bool]],
     key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
     lint: bool,
+    budget: int | None = None,
 ) -> list[_Processed]:
-    return [_process(path, translate, key, lint) for path, translate in items]
+    out = []
+    retained = 0
+    for path, translate in items:
+        res = _process(path, translate, key, lint)
+        if budget is not None and res.data:
+            if retained and retained + len(res.data) > budget:  # (a lone big file is kept: no gain in evicting it)
+                res.data, res.evicted = None, True
+            else:
+                retained += len(res.data)
+        out.append(res)
+    return out
 
 
 # -- the tree pass -----------------------------------------------------------------------------------
@@ -254,10 +272,12 @@ def _run_all(
     lint: bool,
     jobs: int | None,
     total_bytes: int,
+    *,
+    budget: int | None = RETAIN_BYTES,
 ) -> list[_Processed]:
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < PARALLEL_MIN_BYTES):
-        return _process_batch(items, key, lint)
+        return _process_batch(items, key, lint, budget)
     import multiprocessing  # noqa: PLC0415 - only when a pool is worth it (start-up time)
     from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
@@ -268,7 +288,8 @@ def _run_all(
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
     results: dict[str, _Processed] = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for batch in pool.map(_process_batch, batches, [key] * nbatches, [lint] * nbatches):
+        share = None if budget is None else budget // nbatches
+        for batch in pool.map(_process_batch, batches, [key] * nbatches, [lint] * nbatches, [share] * nbatches):
             for res in batch:
                 results[res.path] = res
     return [results[path] for path, _ in items]
@@ -376,7 +397,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 todo_bytes += os.stat(path).st_size
             except OSError:
                 pass
-    fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes)}
+    budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
+    fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget)}
     procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
     if ext is not None:
         for res in fresh.values():
@@ -511,9 +533,10 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         record["out"] = str(dst)
         record["edits"] = [list(e) for e in edits]
         prev = prev_files.get(str(s.path))
-        stat = _stat(dst) if p.data is None else None  # (a fresh result is compared by content below)
+        stat = _stat(dst) if p.data is None and not p.evicted else None  # (fresh results: compared by content)
         if (
             p.data is None
+            and not p.evicted
             and isinstance(prev, dict)
             and prev.get("out") == str(dst)
             and prev.get("edits") == record["edits"]
@@ -524,9 +547,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
             records[str(s.path)] = record
             continue
-        if p.data is None:  # from the cache, but the output must be (re)made
-            remade += 1
-            again = _process(str(s.path), p.mode == "translate", key, opts.lint)
+        if p.data is None:  # from the cache (or evicted), but the output must be (re)made
+            remade += 0 if p.evicted else 1
+            again = _process(str(s.path), p.mode == "translate", key, lint=False)
             if ext is not None:
                 _apply_external(again, ext)
             p.data = again.data
