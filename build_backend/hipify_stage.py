@@ -8,7 +8,7 @@ from pathlib import Path
 
 from build_backend import log
 from build_backend.errors import BuildError
-from build_backend.kernels import read_manifest, write_registry
+from build_backend.kernels import Kernel, write_registry
 from build_backend.paths import Layout
 from build_backend.settings import Settings
 from build_backend.toolchain import Toolchain
@@ -38,10 +38,11 @@ def _compile_units(root: Path) -> tuple[Path, ...]:
     return tuple(units)
 
 
-def prepare(toolchain: Toolchain, layout: Layout, settings: Settings) -> BridgeSources:
+def prepare(toolchain: Toolchain, layout: Layout, settings: Settings, registered: tuple[Kernel, ...]) -> BridgeSources:
+    """The compile units, with the registry of ``registered`` kernels (read once by the pipeline)."""
     if not layout.csrc.is_dir():
         raise BuildError(f"the source tree {layout.source} has no csrc/ directory; is this a monarch-runtime checkout?")
-    registry = write_registry(read_manifest(layout.csrc), layout.sub("generated"))
+    registry = write_registry(registered, layout.sub("generated"))
     if toolchain.platform == "cuda":
         return BridgeSources((*_compile_units(layout.csrc), registry), (layout.csrc,))
     from tools.hipify import HipifyOptions, hipify_tree  # noqa: PLC0415 - only the ROCm build needs it

@@ -120,14 +120,15 @@ def payload_built(
         )
     layout = make_layout(source, opts.build_dir, tc.platform)
     log.info(f"build directory: {layout.build}")
+    registered = kernels.read_manifest(layout.csrc)  # validated before anything is compiled
     with build_lock(layout.build):
         bridge_dir = None
         if tc.platform != "cpu":
-            sources = hipify_stage.prepare(tc, layout, opts)
+            sources = hipify_stage.prepare(tc, layout, opts, registered)
             bridge_dir = compile_stage.build_bridge(tc, layout, opts, sources, environ)
         extension = rust.build_extension(tc, layout, opts, bridge_dir, environ)
         meta = _metadata(pyproject, source, tc)
-        info = wheel.build_info_json(build_info(tc, meta, opts.debug, kernels.read_manifest(layout.csrc)))
+        info = wheel.build_info_json(build_info(tc, meta, opts.debug, registered))
         yield Payload(tc, opts, layout, meta, extension, info)
 
 
