@@ -311,7 +311,7 @@ def _find_hip_clang(root: Path, environ: Mapping[str, str]) -> tuple[Path | None
     probed: list[str] = []
     for candidate in candidates:
         probed.append(str(candidate))
-        if os.access(candidate, os.X_OK) and _accepts_arch(candidate, root, None, "gfx90a"):
+        if os.access(candidate, os.X_OK) and _accepts_arch(candidate, root, "gfx90a"):
             return candidate, probed
     return None, probed or ["HIP_CLANG_PATH", str(root / "llvm/bin/clang++"), "clang++-NN on PATH"]
 
@@ -322,7 +322,7 @@ def _find_device_libs(root: Path) -> Path | None:
     return next((c for c in candidates if (c / "ocml.bc").is_file()), None)
 
 
-def _accepts_arch(compiler: Path, root: Path, device_libs: Path | None, arch: str) -> bool:
+def _accepts_arch(compiler: Path, root: Path, arch: str) -> bool:
     """Whether ``compiler`` can target ``arch``: a device-only syntax check of an empty HIP file."""
     args = [
         os.fspath(compiler),
@@ -346,22 +346,26 @@ def _accepts_arch(compiler: Path, root: Path, device_libs: Path | None, arch: st
 
 
 def _validate_rocm_archs(settings: Settings, base: Toolchain) -> tuple[str, ...]:
-    assert base.compiler is not None and base.root is not None
+    compiler, root = base.compiler, base.root
+    assert compiler is not None and root is not None
+    probed: dict[str, bool] = {}  # each arch is probed (one compiler run) at most once
+
+    def accepts(arch: str) -> bool:
+        if arch not in probed:
+            probed[arch] = _accepts_arch(compiler, root, arch)
+        return probed[arch]
+
     if not settings.archs:
-        archs = tuple(
-            a for a in ROCM_CANDIDATE_ARCHS if _accepts_arch(base.compiler, base.root, base.device_lib_dir, a)
-        )
+        archs = tuple(a for a in ROCM_CANDIDATE_ARCHS if accepts(a))
         if not archs:
-            raise BuildError(
-                f"{base.compiler} accepts none of the default ROCm targets {', '.join(ROCM_CANDIDATE_ARCHS)}."
-            )
+            raise BuildError(f"{compiler} accepts none of the default ROCm targets {', '.join(ROCM_CANDIDATE_ARCHS)}.")
         return archs
-    rejected = [a for a in settings.archs if not _accepts_arch(base.compiler, base.root, base.device_lib_dir, a)]
+    rejected = [a for a in settings.archs if not accepts(a)]
     if rejected:
-        accepted = [a for a in ROCM_CANDIDATE_ARCHS if _accepts_arch(base.compiler, base.root, base.device_lib_dir, a)]
+        accepted = [a for a in ROCM_CANDIDATE_ARCHS if accepts(a)]
         raise BuildError(
             f"ROCm architecture {', '.join(rejected)} (from {settings.origin('archs')}) is rejected by "
-            f"{base.compiler}. Of the CDNA targets it accepts {', '.join(accepted) or 'none'}; a newer compiler "
+            f"{compiler}. Of the CDNA targets it accepts {', '.join(accepted) or 'none'}; a newer compiler "
             "(ROCm 6+, or clang-17+) is needed for gfx942. Pass e.g. -C archs=gfx90a;gfx940."
         )
     return tuple(dict.fromkeys(settings.archs))
