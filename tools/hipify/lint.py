@@ -23,9 +23,12 @@ cuda-only-header      a CUDA-only header (cuda/pipeline, cuda/barrier, ...), rep
 
 from __future__ import annotations
 
+import os
 import re
 from bisect import bisect_right
+from functools import lru_cache
 
+from tools.hipify.native import load as load_native
 from tools.hipify.translate import RawFinding
 
 MARKER = b"hipify: ignore"
@@ -181,7 +184,6 @@ _CONTEXT = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bf
 _CONTEXT_NO_LOOP = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl"
 _BALLOT_LHS = rb"(?:\b(?:unsigned(?:\s+int)?|int|uint32_t|int32_t|uint)\s+\w+\s*=|\b__(?:popc|ffs|clz|brev)\s*\()\s*\Z"
 _IGNORE = rb"hipify:\s*ignore(?:\(([^)]*)\))?"
-_DEVICE = rb"__global__|__device__|__shared__"
 _IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))
 
@@ -221,75 +223,124 @@ def _line(code: bytes, offset: int) -> tuple[int, bytes]:
     return ls, code[ls : le if le >= 0 else len(code)]
 
 
-def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
+_LOOKAHEAD = re.compile(rb"\(\?!\[((?:\\w|[^\]\\])*)\]\)\Z")
+_WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+
+
+def _for_native(pattern: bytes) -> tuple[str, bytes]:
+    """A rule pattern as the native scanner takes it: the regex without its trailing negative look-ahead
+    ``(?![...])`` (the ``regex`` crate has none) and the bytes that look-ahead forbids."""
+    m = _LOOKAHEAD.search(pattern)
+    if m is None:
+        return pattern.decode("ascii"), b""
+    forbidden = m.group(1).replace(rb"\w", _WORD_BYTES)
+    return pattern[: m.start()].decode("ascii"), forbidden
+
+
+class _Plan:
+    """The compiled rules, and the native scanner for them when available (built once per engine)."""
+
+    __slots__ = ("native", "rules")
+
+    def __init__(self, engine: str) -> None:
+        self.rules = [(rule, re.compile(pattern), needle, spec) for rule, pattern, needle, spec in _COMPILED]
+        module = load_native() if engine != "python" else None
+        self.native = (
+            module.LintScanner(
+                [(*_for_native(pattern), rule in _DEVICE_RULES) for rule, pattern, _n, _s in _COMPILED],
+                list(_DEVICE_MARKERS),
+                [b"hipify:", *_DEVICE_MARKERS[:3]],
+            )
+            if module is not None
+            else None
+        )
+
+    def candidates(self, code: bytes) -> tuple[bool, bool, bool, list[tuple[int, int, int]]]:
+        """(device code?, any ``hipify:`` marker?, __global__/__device__/__shared__?, matches as (rule
+        index, start, end), grouped by rule in rule order)."""
+        if self.native is not None:
+            device, found, matches = self.native.scan(code)
+            return device, bool(found & 1), bool(found & 0b1110), matches
+        device = any(marker in code for marker in _DEVICE_MARKERS)
+        out: list[tuple[int, int, int]] = []
+        for i, (rule, rx, needle, _spec) in enumerate(self.rules):
+            if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
+                continue
+            out += [(i, *m.span()) for m in rx.finditer(code)]
+        device_file = device and any(marker in code for marker in _DEVICE_MARKERS[:3])
+        return device, b"hipify:" in code, device_file, out
+
+
+@lru_cache(maxsize=4)
+def _plan(engine: str, _env: str | None) -> _Plan:
+    return _Plan(engine)
+
+
+def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") -> list[RawFinding]:
     """Hazards in one file. ``spans``: comments and literals (from the translator's scan), sorted.
 
     The patterns run on the raw bytes; a match that starts inside a comment or literal is dropped (cheaper
-    than blanking them first: matches are few, comments many)."""
+    than blanking them first: matches are few, comments many). The native scanner, when installed, finds
+    the candidate matches (see native.py); ``engine="python"`` forces the ``re`` module."""
+    plan = _plan(engine, os.environ.get("MONARCH_HIPIFY_NATIVE"))
     code = data
+    _device, may_silence, device_file, matches = plan.candidates(code)
     starts = [a for a, _b in spans]
 
     def in_literal(offset: int) -> bool:
         i = bisect_right(starts, offset) - 1
         return i >= 0 and offset < spans[i][1]
 
-    device_file: bool | None = None
     out: list[RawFinding] = []
     idc = _IDC
     lane_math_ends: set[int] = set()
-    device = any(marker in code for marker in _DEVICE_MARKERS)
-    for rule, pattern, needle, (_p, reason, suggestion, blocking, check) in _COMPILED:
-        if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
+    context = re.compile(_CONTEXT if device_file else _CONTEXT_NO_LOOP).search
+    context_no_loop = re.compile(_CONTEXT_NO_LOOP).search
+    rules = plan.rules
+    for index, match_start, end in matches:
+        start = match_start  # the rule checks may move it back (sync, ballot, asm)
+        rule, _rx, _needle, (_p, reason, suggestion, blocking, check) = rules[index]
+        if in_literal(start):
             continue
-        for m in re.finditer(pattern, code):
-            start = m.start()
-            if in_literal(start):
+        if rule == "lane-math":
+            lane_math_ends.add(end)
+        elif rule == "warp-size-literal" and end in lane_math_ends:
+            continue
+        prev = code[start - 1] if start else 0x20
+        if check == "word" and prev in idc:
+            continue
+        if check in ("ctx", "ctx-any"):
+            if check == "ctx" and (prev in idc or prev == 0x2E):  # int32_t, 1.32
                 continue
-            if rule == "lane-math":
-                lane_math_ends.add(m.end())
-            elif rule == "warp-size-literal" and m.end() in lane_math_ends:
+            ls, line = _line(code, start)
+            if (context if check == "ctx" else context_no_loop)(line) is None:
                 continue
-            prev = code[start - 1] if start else 0x20
-            if check == "word" and prev in idc:
+        elif check == "sync":
+            ts = start
+            while ts and code[ts - 1] in idc:
+                ts -= 1
+            if not code.startswith(b"__", ts):
                 continue
-            if check in ("ctx", "ctx-any"):
-                if check == "ctx" and (prev in idc or prev == 0x2E):  # int32_t, 1.32
-                    continue
-                ls, line = _line(code, start)
-                if check == "ctx":
-                    if device_file is None:
-                        device_file = re.search(_DEVICE, code) is not None
-                    ctx = re.search(_CONTEXT if device_file else _CONTEXT_NO_LOOP, line)
-                else:
-                    ctx = re.search(_CONTEXT_NO_LOOP, line)
-                if ctx is None:
-                    continue
-            elif check == "sync":
-                ts = start
-                while ts and code[ts - 1] in idc:
-                    ts -= 1
-                if not code.startswith(b"__", ts):
-                    continue
-                start = ts
-            elif check == "ballot":
-                if prev in idc:
-                    continue
-                ls, line = _line(code, start)
-                lhs = re.compile(_BALLOT_LHS).search(code, ls, start)
-                if lhs is None:
-                    continue
-                start = lhs.start()
-            elif check == "asm":
-                underscored = code[max(0, start - 2) : start] == b"__"
-                if underscored:
-                    start -= 2
-                    prev = code[start - 1] if start else 0x20
-                if prev in idc:
-                    continue
-            if _silenced(data, start, rule):
+            start = ts
+        elif check == "ballot":
+            if prev in idc:
                 continue
-            text = code[start : m.end()].decode("latin-1").strip()
-            name = text if len(text) <= 60 else text[:57] + "..."
-            out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
+            ls, line = _line(code, start)
+            lhs = re.compile(_BALLOT_LHS).search(code, ls, start)
+            if lhs is None:
+                continue
+            start = lhs.start()
+        elif check == "asm":
+            underscored = code[max(0, start - 2) : start] == b"__"
+            if underscored:
+                start -= 2
+                prev = code[start - 1] if start else 0x20
+            if prev in idc:
+                continue
+        if may_silence and _silenced(data, start, rule):
+            continue
+        text = code[start:end].decode("latin-1").strip()
+        name = text if len(text) <= 60 else text[:57] + "..."
+        out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
     out.sort(key=lambda f: f.offset)
     return out

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
+from tools.hipify.native import Edit, NativeScanner
+from tools.hipify.native import load as load_native
 
 
 class _Lazy:
@@ -195,8 +197,28 @@ _DIGITS = frozenset(b"0123456789")
 _DEFINE = _Lazy(rb"\#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 # CUDA-looking names the project defines itself (a helper "cudaCheck(...) { ... }", "struct cudaThing"), so
 # that they are not reported as unmapped CUDA API names. Literal-led, so the scan is cheap.
-_NOT_TYPES = frozenset({b"return", b"case", b"else", b"goto", b"throw", b"sizeof", b"new", b"delete", b"co_return",
-                        b"co_yield", b"default", b"public", b"private", b"protected", b"do", b"and", b"or", b"not"})
+_NOT_TYPES = frozenset(
+    {
+        b"return",
+        b"case",
+        b"else",
+        b"goto",
+        b"throw",
+        b"sizeof",
+        b"new",
+        b"delete",
+        b"co_return",
+        b"co_yield",
+        b"default",
+        b"public",
+        b"private",
+        b"protected",
+        b"do",
+        b"and",
+        b"or",
+        b"not",
+    }
+)
 _DECL_NEXT = frozenset(b"=;,)[{:(<")
 _LITERAL_PREFIXES = (b"", b"u8", b"u", b"U", b"L")
 
@@ -220,7 +242,9 @@ class Translator:
         translate_comments_and_strings: bool = False,
         report_unmapped: bool = True,
         launch: bool = False,
+        engine: str = "auto",
     ) -> None:
+        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``."""
         self.db = db
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
@@ -249,6 +273,10 @@ class Translator:
             "scanner", f"{key}/{launch}", lambda: _build_scanner_source(prefixes, with_launch=launch), re.S
         )
         self._ident = _Lazy(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")  # comments and strings
+        native = load_native() if engine == "auto" else None
+        self._native: NativeScanner | None = (
+            native.Scanner(sorted(prefixes), launch, translate_comments_and_strings) if native is not None else None
+        )
 
     def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:
         prefixes = set(_CORE_PREFIXES)
@@ -397,6 +425,8 @@ class Translator:
         return res
 
     def _translate(self, data: bytes) -> FileResult:
+        if self._native is not None:
+            return self._translate_native(data, self._native)
         out: list[bytes] = []
         # Length of out[:counted_items], extended only at includes and launches (amortised O(n): summing
         # all of `out` at each one made large files quadratic).
@@ -436,29 +466,14 @@ class Translator:
                         out.append(simple)
                         pos = end
                         continue
-                    if act.downgrade is not None:
-                        rewrite = rewrite_call(data, end, act.downgrade)
-                        if rewrite is not None:
-                            text, resume = rewrite
-                            out.append(data[pos:start])
-                            out.append(text)
-                            pos = skip_until = resume
-                            findings.append(_downgrade_finding(start, act.downgrade))
-                            continue
-                    if act.namespace_only and not _namespace_context(data, start, end):
-                        continue
-                    if act.finding is not None:
-                        fk, reason, sugg, blocking = act.finding
-                        if fk != "unmapped":
-                            findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
-                        elif _is_declaration(data, start, end):
-                            defines.append(name.decode("latin-1"))  # the project's own name (see tree pass)
-                        elif not _is_member(data, start):
-                            findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking))
-                    if act.replacement is not None:
+                    edit = self._name_occurrence(data, start, end, act, findings, defines)
+                    if edit is not None:
+                        text, resume, consumed = edit
                         out.append(data[pos:start])
-                        out.append(act.replacement)
-                        pos = end
+                        out.append(text)
+                        pos = resume
+                        if consumed:
+                            skip_until = resume
                     continue
                 if kind in ("lc", "bc") and not tcs:  # comments: the next most common token
                     span = m.span()
@@ -470,14 +485,11 @@ class Translator:
                     continue
                 if kind in ("lc", "bc"):
                     spans.append(m.span())
-                    if tcs:
-                        start, end = m.span()
-                        text = m.group()
-                        new = self._ident().sub(self._sub_in_text, text)
-                        if new != text:
-                            out.append(data[pos:start])
-                            out.append(new)
-                            pos = end
+                    new = self._retranslated(m.group())
+                    if new is not None:
+                        out.append(data[pos:mstart])
+                        out.append(new)
+                        pos = m.end()
                     continue
                 if kind == "chr":
                     if mstart and data[mstart - 1] in idc and data[_token_start(data, mstart)] in _DIGITS:
@@ -497,71 +509,147 @@ class Translator:
                             start = ts  # u8"...", L'x': the prefix belongs to the literal
                     spans.append((start, end))
                     if tcs and kind != "chr":
-                        text = m.group()
-                        new = self._ident().sub(self._sub_in_text, text)
-                        if new != text:
-                            out.append(data[pos:start])
+                        new = self._retranslated(m.group())
+                        if new is not None:  # the literal from its quote (or R): a prefix is kept
+                            out.append(data[pos:mstart])
                             out.append(new)
                             pos = end
                 elif kind == "inc":
                     pstart, pend = m.span("path")
-                    path = m.group("path")
-                    repl, finding = self.header_action(path)
-                    if finding is not None:
-                        fk, reason, sugg, blocking = finding
-                        findings.append(
-                            RawFinding(
-                                pstart,
-                                path.decode("latin-1"),
-                                fk,
-                                reason,
-                                sugg,
-                                blocking,
-                                "cuda-only-header" if fk == "hazard" else "",
-                            )
-                        )
-                    if repl is not None:
-                        if repl:
-                            out.append(data[pos:pstart])
-                            out.append(repl)
-                            pos = pend
-                        else:  # HIP needs no such header: comment the directive out
-                            dstart, dend = m.span()
-                            line_start = data.rfind(b"\n", 0, dstart) + 1
-                            dstart = line_start
-                            out.append(data[pos:line_start])
-                            dropped = b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
-                            out.append(dropped)
-                            pos = dend
-                    else:
-                        counted_len += sum(map(len, out[counted_items:]))
-                        counted_items = len(out)
-                        ostart = counted_len + (pstart - pos)
-                        includes.append(
-                            Include(
-                                ostart,
-                                ostart + (pend - pstart),
-                                path.decode("latin-1"),
-                                m.group("open") == b"<",
-                                pstart,
-                            )
-                        )
+                    counted_len += sum(map(len, out[counted_items:]))
+                    counted_items = len(out)
+                    inc_edit = self._include_occurrence(
+                        data,
+                        mstart,
+                        pstart,
+                        pend,
+                        m.group("open") == b"<",
+                        counted_len + (pstart - pos),
+                        findings,
+                        includes,
+                    )
+                    if inc_edit is not None:
+                        estart, eend, text = inc_edit
+                        out.append(data[pos:estart])
+                        out.append(text)
+                        pos = eend
                 elif kind == "launch":
                     counted_len += sum(map(len, out[counted_items:]))
                     counted_items = len(out)
                     launches.append((counted_len + (mstart - pos), mstart))
             scan_from = restart
-        if self.report_unmapped:
-            defines += [d.decode("latin-1") for d in _DEFINE().findall(data)]
-
-        changed = pos > 0
         if pos == 0:
-            result = data
+            result = None
         else:
             out.append(data[pos:])
             result = b"".join(out)
+        return self._finish(data, result, findings, includes, defines, spans, launches)
+
+    def _translate_native(self, data: bytes, scanner: NativeScanner) -> FileResult:
+        """The same pass with the native scanner: it handles comments, literals, skipped names and plain
+        renames; every other decision comes back here, through the same methods as the Python pass."""
+        findings: list[RawFinding] = []
+        includes: list[Include] = []
+        defines: list[str] = []
+        action = self.action
+
+        def on_name(start: int, end: int) -> tuple[bytes, int, bool] | None:
+            return self._name_occurrence(data, start, end, action(data[start:end]), findings, defines)
+
+        def on_include(mstart: int, pstart: int, pend: int, angled: bool, out_pstart: int) -> Edit | None:
+            return self._include_occurrence(data, mstart, pstart, pend, angled, out_pstart, findings, includes)
+
+        def on_text(start: int, end: int) -> bytes | None:
+            return self._retranslated(data[start:end])
+
+        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text)
+        return self._finish(data, result, findings, includes, defines, spans, launches)
+
+    def _classify(self, name: bytes) -> bytes | bool | None:
+        """For the native scanner's cache: None (nothing to do), the plain rename, or True (ask each time)."""
+        act = self.action(name)
+        if act is _NO_ACTION:
+            return None
+        return act.simple if act.simple is not None else True
+
+    def _name_occurrence(  # noqa: PLR0917 - called per occurrence; positional on purpose
+        self, data: bytes, start: int, end: int, act: _Action, findings: list[RawFinding], defines: list[str]
+    ) -> tuple[bytes, int, bool] | None:
+        """A name that is not a plain rename, at ``data[start:end]``: records its finding (or, for a name the
+        project declares, the define) and returns (text, resume, consumed) to put ``text`` in place of
+        ``data[start:resume]`` (consumed: a downgrade rewrote the call's arguments too), or None."""
+        dg = act.downgrade
+        if dg is not None:
+            rewrite = rewrite_call(data, end, dg)
+            if rewrite is not None:
+                text, resume = rewrite
+                findings.append(_downgrade_finding(start, dg))
+                return text, resume, True
+        if act.namespace_only and not _namespace_context(data, start, end):
+            return None
+        if act.finding is not None:
+            fk, reason, sugg, blocking = act.finding
+            if fk != "unmapped":
+                findings.append(RawFinding(start, data[start:end].decode("latin-1"), fk, reason, sugg, blocking))
+            elif _is_declaration(data, start, end):
+                defines.append(data[start:end].decode("latin-1"))  # the project's own name (see tree pass)
+            elif not _is_member(data, start):
+                findings.append(RawFinding(start, data[start:end].decode("latin-1"), fk, reason, sugg, blocking))
+        if act.replacement is not None:
+            return act.replacement, end, False
+        return None
+
+    def _include_occurrence(  # noqa: PLR0917
+        self,
+        data: bytes,
+        mstart: int,
+        pstart: int,
+        pend: int,
+        angled: bool,
+        out_pstart: int,
+        findings: list[RawFinding],
+        includes: list[Include],
+    ) -> Edit | None:
+        """An ``#include`` at ``mstart`` whose path is ``data[pstart:pend]`` (``out_pstart`` in the output):
+        a mapped header is renamed, one HIP does not need is commented out, a project header is recorded
+        for the tree pass. Returns (start, end, text) to put in place of ``data[start:end]``, or None."""
+        path = data[pstart:pend]
+        repl, finding = self.header_action(path)
+        if finding is not None:
+            fk, reason, sugg, blocking = finding
+            rule = "cuda-only-header" if fk == "hazard" else ""
+            findings.append(RawFinding(pstart, path.decode("latin-1"), fk, reason, sugg, blocking, rule))
+        if repl is None:
+            includes.append(Include(out_pstart, out_pstart + (pend - pstart), path.decode("latin-1"), angled, pstart))
+            return None
+        if repl:
+            return pstart, pend, repl
+        # HIP needs no such header: comment the directive out
+        line_start = data.rfind(b"\n", 0, mstart) + 1
+        dend = pend + 1  # the closing > or "
+        return line_start, dend, b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
+
+    def _retranslated(self, text: bytes) -> bytes | None:
+        """A comment or literal with its names translated (the option), or None when nothing changes."""
+        new = self._ident().sub(self._sub_in_text, text)
+        return new if new != text else None
+
+    def _finish(  # noqa: PLR0917
+        self,
+        data: bytes,
+        result: bytes | None,
+        findings: list[RawFinding],
+        includes: list[Include],
+        defines: list[str],
+        spans: list[tuple[int, int]],
+        launches: list[tuple[int, int]],
+    ) -> FileResult:
+        if self.report_unmapped:
+            defines += [d.decode("latin-1") for d in _DEFINE().findall(data)]
+        changed = result is not None
+        out = data if result is None else result
         if launches:
-            result, includes, failed = convert_launches(result, launches, includes, spans_out=None)
+            out, includes, failed = convert_launches(out, launches, includes, spans_out=None)
             for in_off in failed:
                 findings.append(
                     RawFinding(
@@ -575,7 +663,7 @@ class Translator:
                     )
                 )
             changed = changed or len(failed) < len(launches)
-        return FileResult(result, changed, findings, includes, defines, spans)
+        return FileResult(out, changed, findings, includes, defines, spans)
 
     def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
         act = self.action(m.group())

@@ -1,0 +1,74 @@
+//! Candidate matches of the lint's rule patterns (tools/hipify/lint.py `_RULES`), found with the
+//! `regex` crate. The patterns are the lint's own, passed in at construction; a trailing negative
+//! look-ahead `(?![...])` (which `regex` lacks) comes separately as the set of bytes that must not follow
+//! a match, and a match followed by one is dropped and the search resumed one byte later, which is what
+//! Python's backtracking `re.finditer` does for these patterns.
+
+use memchr::memmem;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use regex::bytes::Regex;
+
+struct Pattern {
+    regex: Regex,
+    not_next: [bool; 256],
+    device_only: bool,
+}
+
+#[pyclass(module = "monarch_hipify_native")]
+pub struct LintScanner {
+    patterns: Vec<Pattern>,
+    device_markers: Vec<memmem::Finder<'static>>,
+    markers: Vec<memmem::Finder<'static>>,
+}
+
+#[pymethods]
+impl LintScanner {
+    /// `patterns`: (regex source, bytes that must not follow a match, only in files with device code);
+    /// `device_markers`: a file has device code when one occurs; `markers`: literals to report on.
+    #[new]
+    fn new(patterns: Vec<(String, Vec<u8>, bool)>, device_markers: Vec<Vec<u8>>, markers: Vec<Vec<u8>>) -> PyResult<Self> {
+        let mut compiled = Vec::with_capacity(patterns.len());
+        for (source, not_next, device_only) in patterns {
+            let regex = Regex::new(&format!("(?-u){source}"))
+                .map_err(|e| PyValueError::new_err(format!("lint pattern {source:?}: {e}")))?;
+            let mut table = [false; 256];
+            for b in not_next {
+                table[b as usize] = true;
+            }
+            compiled.push(Pattern { regex, not_next: table, device_only });
+        }
+        let finders = |v: Vec<Vec<u8>>| v.into_iter().map(|m| memmem::Finder::new(&m).into_owned()).collect();
+        Ok(LintScanner { patterns: compiled, device_markers: finders(device_markers), markers: finders(markers) })
+    }
+
+    /// (whether the file has device code, bit mask of the markers found, matches as (pattern index,
+    /// start, end) in pattern order, each pattern's in text order, non-overlapping as re.finditer).
+    fn scan(&self, data: &[u8]) -> (bool, u64, Vec<(usize, usize, usize)>) {
+        let device = self.device_markers.iter().any(|f| f.find(data).is_some());
+        let mut found = 0u64;
+        for (i, f) in self.markers.iter().enumerate().take(64) {
+            if f.find(data).is_some() {
+                found |= 1 << i;
+            }
+        }
+        let mut out = Vec::new();
+        for (idx, p) in self.patterns.iter().enumerate() {
+            if p.device_only && !device {
+                continue;
+            }
+            let mut at = 0;
+            while at <= data.len() {
+                let Some(m) = p.regex.find_at(data, at) else { break };
+                let (s, e) = (m.start(), m.end());
+                if e < data.len() && p.not_next[data[e] as usize] {
+                    at = s + 1;
+                    continue;
+                }
+                out.push((idx, s, e));
+                at = if e > s { e } else { e + 1 };
+            }
+        }
+        (device, found, out)
+    }
+}
