@@ -7,8 +7,9 @@
 # - WHEEL: monarch_runtime-*+cu13-*.whl (or +rocm) built on any machine (`pip wheel .` with CUDA_HOME).
 # - WHEELHOUSE (optional): a directory of wheels to install from offline (nvidia-nccl-cu13, pytest).
 #
-# It makes a venv (MONARCH_GPU_VENV, default /tmp/monarch-gpu-venv) that sees the system's packages,
-# installs the wheel without dependencies, then finds NCCL: the nvidia-nccl-cu13 wheel if installable
+# It makes a venv (MONARCH_GPU_VENV, default /tmp/monarch-gpu-venv) that sees the packages of the
+# Python that runs it (PYTHON, default python3; when that is itself a venv, as on images that keep
+# PyTorch in one, its site-packages are added with a .pth file), installs the wheel without dependencies, then finds NCCL: the nvidia-nccl-cu13 wheel if installable
 # (WHEELHOUSE or an index), otherwise an existing libnccl.so.2 on the machine (pip's nvidia/nccl of any
 # Python, /usr/lib*, /usr/local/cuda*), passed to the runtime via MONARCH_COLLECTIVE_LIBRARY. Without
 # NCCL the collective tests skip and say why. Tests run with pytest if available, else with the test
@@ -27,13 +28,18 @@ command -v rocm-smi >/dev/null && rocm-smi --showproductname || true
 
 "$PY" -m venv --system-site-packages "$VENV"
 VPY=$VENV/bin/python
+# --system-site-packages reaches the base interpreter's packages only; a venv's own (pytest, NCCL's
+# wheel) are added after the new venv's, so the wheel installed below takes precedence.
+"$PY" -c "import site, sys; print('\n'.join(p for p in site.getsitepackages() if not p.startswith(sys.base_prefix)))" \
+  >"$("$VPY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_monarch_parent.pth"
 "$VPY" -m pip install --quiet --no-deps --force-reinstall "$WHEEL"
 
 pip_try() {  # installs what it can, quietly; never fails the script
   if [[ -n "$HOUSE" ]]; then
     "$VPY" -m pip install --quiet --no-index --find-links "$HOUSE" "$@" 2>/dev/null || true
   else
-    timeout 120 "$VPY" -m pip install --quiet "$@" 2>/dev/null || true
+    # offline machines: fail fast instead of pip's retries with back-off
+    timeout 60 "$VPY" -m pip install --quiet --retries 0 --timeout 10 "$@" 2>/dev/null || true
   fi
 }
 case "$(basename "$WHEEL")" in
@@ -55,7 +61,10 @@ import json, monarch_runtime as m
 info = m.build_info()
 print("build:", json.dumps({k: info.get(k) for k in ("platform", "archs", "toolkit_version", "collective_loaded",
       "collective_version", "collective_error")}))
-print("devices:", json.dumps(m.devices()))
+try:
+    print("devices:", json.dumps(m.devices()))
+except m.NoDeviceError as err:  # the tests below skip and say why
+    print("devices: none:", err)
 PY
 
 cd "$HERE"
