@@ -43,7 +43,7 @@ class NativeModule(Protocol):
     def Scanner(self, prefixes: list[bytes], launch: bool, literals: bool, /) -> NativeScanner: ...
 
     def LintScanner(
-        self, patterns: list[tuple[str, bytes, bool]], device_markers: list[bytes], markers: list[bytes], /
+        self, patterns: list[tuple[str, bytes, bytes, bool]], device_markers: list[bytes], markers: list[bytes], /
     ) -> NativeLintScanner: ...
 
 

@@ -86,19 +86,28 @@ def output_relpath(rel: PurePosixPath, changed: bool, naming: str = "hipify_torc
     and when neither its directory nor its name changed, ``_hip`` is appended to the stem
     (``bridge.h`` -> ``bridge_hip.h``). Unchanged files keep their name.
     """
-    stem, suffix = rel.stem, rel.suffix
-    if rel.name.startswith(".") and rel.suffix == "":
-        stem, suffix = rel.name, ""
+    return PurePosixPath(_output_rel(rel.as_posix(), changed, naming))
+
+
+def _output_rel(rel: str, changed: bool, naming: str) -> str:
+    """``output_relpath`` on a ``/``-separated string (the tree pass calls it for every file)."""
+    parent, _, name = rel.rpartition("/")
+    dot = name.rfind(".")
+    # PurePosixPath's stem/suffix: a leading dot starts no suffix, nor does a trailing one
+    if dot <= 0 or dot == len(name) - 1:
+        stem, suffix = name, ""
+    else:
+        stem, suffix = name[:dot], name[dot:]
     new_suffix = ".hip" if suffix == ".cu" else suffix
     if naming == "keep":
-        return rel.with_name(stem + new_suffix)
-    parent = PurePosixPath(*[_swap_cuda(p) for p in rel.parent.parts]) if rel.parent.parts else PurePosixPath()
+        return f"{parent}/{stem}{new_suffix}" if parent else stem + new_suffix
+    new_parent = _swap_cuda(parent)
     new_stem = stem
     if changed:
         new_stem = _swap_cuda(stem)
-        if parent == rel.parent and new_stem + new_suffix == rel.name:
+        if new_parent == parent and new_stem + new_suffix == name:
             new_stem = stem + "_hip"
-    return parent / (new_stem + new_suffix)
+    return f"{new_parent}/{new_stem}{new_suffix}" if new_parent else new_stem + new_suffix
 
 
 # -- per-file work (runs in worker processes too) --------------------------------------------------------
@@ -415,9 +424,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         k = (str(src.path), changed[str(src.path)])
         hit = out_cache.get(k)
         if hit is None:
-            path = out_abs / output_relpath(src.rel, k[1], opts.naming).as_posix()
-            text = str(path)
-            hit = (path, text, os.path.dirname(text))
+            text = f"{out_root}/{_output_rel(src.rel.as_posix(), k[1], opts.naming)}"
+            hit = (Path(text), text, os.path.dirname(text))
             out_cache[k] = hit
         return hit
 
@@ -427,6 +435,14 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     # Resolve project includes: includer dir first ("..."), then every source directory root.
     root_strs = [str(r) for r in roots]
     resolved: dict[str, list[tuple[int, _Source, bool]]] = {}
+    joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
+
+    def join(base: str, spelling: str) -> str:
+        hit = joined.get((base, spelling))
+        if hit is None:
+            hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
+        return hit
+
     for s, p in zip(srcs, procs):
         if not p.includes:
             continue
@@ -436,7 +452,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         bases += [(r, False) for r in root_strs]
         for idx, (_a, _b, spelling, angled) in enumerate(p.includes):
             for base, local in ([] if angled else [(own_dir, True)]) + bases:
-                found = by_key.get(os.path.normpath(os.path.join(base, spelling)))
+                found = by_key.get(join(base, spelling))
                 if found is not None and found[1].mode != "error":
                     links.append((idx, found[0], local))
                     break
@@ -446,8 +462,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     def new_spelling(includer: _Source, target: _Source, local: bool) -> str:
         # Relative to the includer's output directory, or to the output root for a source-root base.
         out_base = out_info(includer)[2] if local else out_root
-        rel = os.path.relpath(out_info(target)[1], out_base)
-        return rel if os.sep == "/" else rel.replace(os.sep, "/")
+        return _relative(out_info(target)[1], out_base)
 
     # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
     moved = True
@@ -612,6 +627,21 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         engine=opts.engine,
         seconds=time.perf_counter() - started,
     )
+
+
+def _relative(target: str, base: str) -> str:
+    """``os.path.relpath`` for two absolute, normalised paths, ``/``-separated (without its two abspath
+    calls: the tree pass asks for every project include)."""
+    if os.sep != "/":
+        return os.path.relpath(target, base).replace(os.sep, "/")
+    t = [part for part in target.split("/") if part]
+    b = [part for part in base.split("/") if part]
+    common = 0
+    for x, y in zip(t, b):
+        if x != y:
+            break
+        common += 1
+    return "/".join([".."] * (len(b) - common) + t[common:]) or "."
 
 
 def _stat(path: Path) -> os.stat_result | None:

@@ -2,15 +2,21 @@
 //! `regex` crate. The patterns are the lint's own, passed in at construction; a trailing negative
 //! look-ahead `(?![...])` (which `regex` lacks) comes separately as the set of bytes that must not follow
 //! a match, and a match followed by one is dropped and the search resumed one byte later, which is what
-//! Python's backtracking `re.finditer` does for these patterns.
+//! Python's backtracking `re.finditer` does for these patterns. A pattern is compiled the first time a
+//! file contains its leading literal (most runs need few of them, and start-up time counts).
 
 use memchr::memmem;
 use pyo3::exceptions::PyValueError;
+use std::sync::OnceLock;
+
 use pyo3::prelude::*;
 use regex::bytes::Regex;
 
 struct Pattern {
-    regex: Regex,
+    source: String,
+    regex: OnceLock<Regex>,
+    /// the literal every match starts with (may be empty)
+    needle: memmem::Finder<'static>,
     not_next: [bool; 256],
     device_only: bool,
 }
@@ -24,27 +30,44 @@ pub struct LintScanner {
 
 #[pymethods]
 impl LintScanner {
-    /// `patterns`: (regex source, bytes that must not follow a match, only in files with device code);
-    /// `device_markers`: a file has device code when one occurs; `markers`: literals to report on.
+    /// `patterns`: (regex source, bytes that must not follow a match, the literal every match starts
+    /// with, only in files with device code); `device_markers`: a file has device code when one occurs;
+    /// `markers`: literals to report on.
     #[new]
-    fn new(patterns: Vec<(String, Vec<u8>, bool)>, device_markers: Vec<Vec<u8>>, markers: Vec<Vec<u8>>) -> PyResult<Self> {
+    fn new(
+        patterns: Vec<(String, Vec<u8>, Vec<u8>, bool)>,
+        device_markers: Vec<Vec<u8>>,
+        markers: Vec<Vec<u8>>,
+    ) -> PyResult<Self> {
         let mut compiled = Vec::with_capacity(patterns.len());
-        for (source, not_next, device_only) in patterns {
-            let regex = Regex::new(&format!("(?-u){source}"))
-                .map_err(|e| PyValueError::new_err(format!("lint pattern {source:?}: {e}")))?;
+        for (source, not_next, needle, device_only) in patterns {
             let mut table = [false; 256];
             for b in not_next {
                 table[b as usize] = true;
             }
-            compiled.push(Pattern { regex, not_next: table, device_only });
+            compiled.push(Pattern {
+                source,
+                regex: OnceLock::new(),
+                needle: memmem::Finder::new(&needle).into_owned(),
+                not_next: table,
+                device_only,
+            });
         }
-        let finders = |v: Vec<Vec<u8>>| v.into_iter().map(|m| memmem::Finder::new(&m).into_owned()).collect();
-        Ok(LintScanner { patterns: compiled, device_markers: finders(device_markers), markers: finders(markers) })
+        let finders = |v: Vec<Vec<u8>>| {
+            v.into_iter()
+                .map(|m| memmem::Finder::new(&m).into_owned())
+                .collect()
+        };
+        Ok(LintScanner {
+            patterns: compiled,
+            device_markers: finders(device_markers),
+            markers: finders(markers),
+        })
     }
 
     /// (whether the file has device code, bit mask of the markers found, matches as (pattern index,
     /// start, end) in pattern order, each pattern's in text order, non-overlapping as re.finditer).
-    fn scan(&self, data: &[u8]) -> (bool, u64, Vec<(usize, usize, usize)>) {
+    fn scan(&self, data: &[u8]) -> PyResult<(bool, u64, Vec<(usize, usize, usize)>)> {
         let device = self.device_markers.iter().any(|f| f.find(data).is_some());
         let mut found = 0u64;
         for (i, f) in self.markers.iter().enumerate().take(64) {
@@ -54,12 +77,24 @@ impl LintScanner {
         }
         let mut out = Vec::new();
         for (idx, p) in self.patterns.iter().enumerate() {
-            if p.device_only && !device {
+            let absent = !p.needle.needle().is_empty() && p.needle.find(data).is_none();
+            if (p.device_only && !device) || absent {
                 continue;
             }
+            let regex = match p.regex.get() {
+                Some(r) => r,
+                None => {
+                    let r = Regex::new(&format!("(?-u){}", p.source)).map_err(|e| {
+                        PyValueError::new_err(format!("lint pattern {:?}: {e}", p.source))
+                    })?;
+                    p.regex.get_or_init(|| r)
+                }
+            };
             let mut at = 0;
             while at <= data.len() {
-                let Some(m) = p.regex.find_at(data, at) else { break };
+                let Some(m) = regex.find_at(data, at) else {
+                    break;
+                };
                 let (s, e) = (m.start(), m.end());
                 if e < data.len() && p.not_next[data[e] as usize] {
                     at = s + 1;
@@ -69,6 +104,6 @@ impl LintScanner {
                 at = if e > s { e } else { e + 1 };
             }
         }
-        (device, found, out)
+        Ok((device, found, out))
     }
 }
