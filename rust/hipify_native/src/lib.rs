@@ -18,8 +18,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use scan::{
-    at_line_start, block_comment_end, char_end, include_at, line_comment_end, raw_string_end, string_end,
-    token_start, IDC,
+    at_line_start, block_comment_end, char_end, include_at, line_comment_end, raw_string_end,
+    string_end, token_start, IDC,
 };
 
 /// Bumped whenever the Python <-> Rust contract changes; tools/hipify refuses a module built for another.
@@ -51,10 +51,13 @@ enum Slot {
 
 #[pyclass(module = "monarch_hipify_native")]
 struct Scanner {
-    /// two-byte prefixes every stop-worthy name starts with (`cu`, `__`, ...)
-    short: Vec<[u8; 2]>,
-    /// other prefixes (whole names), longest first
+    /// two-byte prefixes every stop-worthy name starts with (`cu`, `__`, ...), indexed by the two bytes
+    short: Vec<bool>,
+    /// other prefixes (whole names)
     long: Vec<Vec<u8>>,
+    /// first bytes of any prefix, and of the long ones: most identifiers are rejected by one lookup
+    first: [bool; 256],
+    long_first: [bool; 256],
     launch: bool,
     literals: bool,
     slots: HashMap<Vec<u8>, Slot, BuildHasherDefault<Fx>>,
@@ -62,8 +65,10 @@ struct Scanner {
 
 impl Scanner {
     fn is_candidate(&self, name: &[u8]) -> bool {
-        (name.len() >= 2 && self.short.iter().any(|p| name[..2] == p[..]))
-            || self.long.iter().any(|p| name.starts_with(p))
+        let b0 = name[0];
+        self.first[b0 as usize]
+            && ((name.len() >= 2 && self.short[usize::from(b0) << 8 | usize::from(name[1])])
+                || (self.long_first[b0 as usize] && self.long.iter().any(|p| name.starts_with(p))))
     }
 
     /// Whether the reference scanner, visiting the run `data[s..e]` byte by byte, would match an
@@ -102,17 +107,32 @@ impl Walk<'_> {
 impl Scanner {
     #[new]
     fn new(prefixes: Vec<Vec<u8>>, launch: bool, literals: bool) -> PyResult<Self> {
-        let mut short = Vec::new();
+        let mut short = vec![false; 1 << 16];
         let mut long = Vec::new();
+        let mut first = [false; 256];
+        let mut long_first = [false; 256];
         for p in prefixes {
             match p.len() {
                 0 => return Err(PyValueError::new_err("empty scanner prefix")),
-                2 => short.push([p[0], p[1]]),
-                _ => long.push(p),
+                2 => short[usize::from(p[0]) << 8 | usize::from(p[1])] = true,
+                _ => {
+                    long_first[p[0] as usize] = true;
+                    long.push(p);
+                }
             }
         }
-        long.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        Ok(Scanner { short, long, launch, literals, slots: HashMap::default() })
+        for (b, f) in first.iter_mut().enumerate() {
+            *f = long_first[b] || short[b << 8..(b + 1) << 8].iter().any(|&x| x);
+        }
+        Ok(Scanner {
+            short,
+            long,
+            first,
+            long_first,
+            launch,
+            literals,
+            slots: HashMap::default(),
+        })
     }
 
     /// Translate `data` (no BOM). Callbacks:
@@ -135,7 +155,11 @@ impl Scanner {
         on_text: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = data.len();
-        let mut w = Walk { data, out: Vec::new(), pos: 0 };
+        let mut w = Walk {
+            data,
+            out: Vec::new(),
+            pos: 0,
+        };
         let mut spans: Vec<(usize, usize)> = Vec::new();
         let mut launches: Vec<(usize, usize)> = Vec::new();
         let mut skip_until = 0usize;
@@ -148,9 +172,23 @@ impl Scanner {
                 while e < n && IDC[data[e] as usize] {
                     e += 1;
                 }
-                if data[e - 1] == b'R' && e < n && data[e] == b'"' && !self.candidate_before_last(data, s, e) {
+                if data[e - 1] == b'R'
+                    && e < n
+                    && data[e] == b'"'
+                    && !self.candidate_before_last(data, s, e)
+                {
                     if let Some(end) = raw_string_end(data, e - 1) {
-                        self.literal(py, &mut w, &mut spans, skip_until, e - 1, s, end, true, on_text)?;
+                        self.literal(
+                            py,
+                            &mut w,
+                            &mut spans,
+                            skip_until,
+                            e - 1,
+                            s,
+                            end,
+                            true,
+                            on_text,
+                        )?;
                         i = end;
                         continue;
                     }
@@ -177,9 +215,12 @@ impl Scanner {
                     Slot::Decide => {
                         let r = on_name.call1((s, e))?;
                         if !r.is_none() {
-                            let (text, resume, skip): (Bound<'py, PyBytes>, usize, bool) = r.extract()?;
+                            let (text, resume, skip): (Bound<'py, PyBytes>, usize, bool) =
+                                r.extract()?;
                             if resume < s || resume > n {
-                                return Err(PyValueError::new_err("on_name: resume offset out of range"));
+                                return Err(PyValueError::new_err(
+                                    "on_name: resume offset out of range",
+                                ));
                             }
                             w.replace(s, resume, text.as_bytes());
                             if skip {
@@ -194,8 +235,11 @@ impl Scanner {
             }
             match c {
                 b'/' if i + 1 < n && (data[i + 1] == b'/' || data[i + 1] == b'*') => {
-                    let end =
-                        if data[i + 1] == b'/' { line_comment_end(data, i) } else { block_comment_end(data, i) };
+                    let end = if data[i + 1] == b'/' {
+                        line_comment_end(data, i)
+                    } else {
+                        block_comment_end(data, i)
+                    };
                     if i >= skip_until {
                         spans.push((i, end));
                         if self.literals {
@@ -206,7 +250,9 @@ impl Scanner {
                 }
                 b'"' => {
                     let end = string_end(data, i);
-                    self.literal(py, &mut w, &mut spans, skip_until, i, i, end, false, on_text)?;
+                    self.literal(
+                        py, &mut w, &mut spans, skip_until, i, i, end, false, on_text,
+                    )?;
                     i = end;
                 }
                 b'\'' => {
@@ -215,12 +261,19 @@ impl Scanner {
                         i = end;
                         continue;
                     }
-                    if i > 0 && IDC[data[i - 1] as usize] && data[token_start(data, i)].is_ascii_digit() {
+                    if i > 0
+                        && IDC[data[i - 1] as usize]
+                        && data[token_start(data, i)].is_ascii_digit()
+                    {
                         i += 1; // C++14 digit separator (1'000): not a character literal
                         continue;
                     }
                     let ts = token_start(data, i);
-                    let start = if ts < i && is_literal_prefix(&data[ts..i]) { ts } else { i };
+                    let start = if ts < i && is_literal_prefix(&data[ts..i]) {
+                        ts
+                    } else {
+                        i
+                    };
                     spans.push((start, end));
                     i = end;
                 }
@@ -236,9 +289,12 @@ impl Scanner {
                     }
                     let r = on_include.call1((at, pstart, pend, angled, w.out_offset(pstart)))?;
                     if !r.is_none() {
-                        let (start, end, text): (usize, usize, Bound<'py, PyBytes>) = r.extract()?;
+                        let (start, end, text): (usize, usize, Bound<'py, PyBytes>) =
+                            r.extract()?;
                         if end < start || end > n {
-                            return Err(PyValueError::new_err("on_include: replacement out of range"));
+                            return Err(PyValueError::new_err(
+                                "on_include: replacement out of range",
+                            ));
                         }
                         w.replace(start, end, text.as_bytes());
                     }
@@ -258,7 +314,14 @@ impl Scanner {
             w.out.extend_from_slice(&data[w.pos..]);
             PyBytes::new(py, &w.out).into_any()
         };
-        PyTuple::new(py, [out, spans.into_pyobject(py)?.into_any(), launches.into_pyobject(py)?.into_any()])
+        PyTuple::new(
+            py,
+            [
+                out,
+                spans.into_pyobject(py)?.into_any(),
+                launches.into_pyobject(py)?.into_any(),
+            ],
+        )
     }
 }
 
@@ -299,7 +362,13 @@ impl Scanner {
         Ok(())
     }
 
-    fn retranslate(&self, w: &mut Walk<'_>, start: usize, end: usize, on_text: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn retranslate(
+        &self,
+        w: &mut Walk<'_>,
+        start: usize,
+        end: usize,
+        on_text: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let r = on_text.call1((start, end))?;
         if !r.is_none() {
             let text = r.downcast::<PyBytes>()?;

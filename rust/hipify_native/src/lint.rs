@@ -12,6 +12,9 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 use regex::bytes::Regex;
 
+/// (device code?, markers found, matches as (pattern index, start, end))
+type ScanResult = (bool, u64, Vec<(usize, usize, usize)>);
+
 struct Pattern {
     source: String,
     regex: OnceLock<Regex>,
@@ -67,7 +70,7 @@ impl LintScanner {
 
     /// (whether the file has device code, bit mask of the markers found, matches as (pattern index,
     /// start, end) in pattern order, each pattern's in text order, non-overlapping as re.finditer).
-    fn scan(&self, data: &[u8]) -> PyResult<(bool, u64, Vec<(usize, usize, usize)>)> {
+    fn scan(&self, data: &[u8]) -> PyResult<ScanResult> {
         let device = self.device_markers.iter().any(|f| f.find(data).is_some());
         let mut found = 0u64;
         for (i, f) in self.markers.iter().enumerate().take(64) {

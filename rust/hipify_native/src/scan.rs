@@ -155,8 +155,13 @@ pub fn include_at(data: &[u8], at: usize) -> Option<(usize, usize, bool, usize)>
 
 /// Whether only white space (`strip(b" \t\r\f\v")`) precedes `at` on its line.
 pub fn at_line_start(data: &[u8], at: usize) -> bool {
-    let line_start = data[..at].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-    data[line_start..at].iter().all(|b| b" \t\r\x0c\x0b".contains(b))
+    let line_start = data[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    data[line_start..at]
+        .iter()
+        .all(|b| b" \t\r\x0c\x0b".contains(b))
 }
 
 /// Start of the run of identifier bytes that ends at `end`.
@@ -195,13 +200,19 @@ mod tests {
         assert_eq!(raw_string_end(b"R\"(a)\"", 0), Some(6));
         assert_eq!(raw_string_end(b"R\"abc", 0), None);
         assert_eq!(raw_string_end(b"R\"(never", 0), None);
-        assert_eq!(raw_string_end(b"R\"12345678901234567(x)12345678901234567\"", 0), None);
+        assert_eq!(
+            raw_string_end(b"R\"12345678901234567(x)12345678901234567\"", 0),
+            None
+        );
     }
 
     #[test]
     fn includes() {
         assert_eq!(include_at(b"#include <a.h>", 0), Some((10, 13, true, 14)));
-        assert_eq!(include_at(b"# include_next \"b.h\"", 0), Some((16, 19, false, 20)));
+        assert_eq!(
+            include_at(b"# include_next \"b.h\"", 0),
+            Some((16, 19, false, 20))
+        );
         assert_eq!(include_at(b"#includex <a.h>", 0), None);
         assert_eq!(include_at(b"#include <a.h\n>", 0), None);
         assert!(at_line_start(b"x\n  \t#", 5));
