@@ -317,3 +317,57 @@ def test_launch_conversion_keeps_later_includes_right(tmp_path: Path, write: Wri
         b'#include "late_hip.h"\n'
         b"void g() { hipLaunchKernelGGL((ns::k2<int>), dim3(g), dim3(b), 0, s); }\n"
     )
+
+
+def _interrupt_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
+    """Make the tree pass's writer raise KeyboardInterrupt on its ``writes``-th write (as a Ctrl-C would)."""
+    real = tree_mod._Writer.write
+    count = [0]
+
+    def write(self: tree_mod._Writer, path: Path, data: bytes) -> None:
+        count[0] += 1
+        if count[0] == writes:
+            raise KeyboardInterrupt
+        real(self, path, data)
+
+    monkeypatch.setattr(tree_mod._Writer, "write", write)
+
+
+def test_fresh_output_appears_whole_or_not_at_all(
+    tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new output directory is staged beside it and renamed into place: an interrupted first run leaves
+    neither the directory nor the staging copy; a complete one leaves no staging copy either."""
+    write(tmp_path / "src", TREE)
+    out = tmp_path / "build" / "hip"
+    with monkeypatch.context() as mp:
+        _interrupt_after(mp, 4)
+        with pytest.raises(KeyboardInterrupt):
+            hipify_tree([tmp_path / "src"], out, OPTS)
+    assert not out.exists()
+    assert not (tmp_path / "build").exists() or not list((tmp_path / "build").iterdir())
+    res = hipify_tree([tmp_path / "src"], out, OPTS)
+    assert sorted(p.name for p in (tmp_path / "build").iterdir()) == ["hip"]
+    assert len(res.written) == len(TREE) and all(p.is_file() for p in res.written)
+    assert (out / tree_mod.STATE_FILE).is_file()
+    assert not hipify_tree([tmp_path / "src"], out, OPTS).written  # the state recorded the final paths
+
+
+def test_existing_output_is_updated_file_by_file(tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Into an existing output directory each file is replaced atomically: an interrupted run leaves whole
+    files (old or new) and no temporary files, and the next run finishes the job."""
+    write(tmp_path / "src", TREE)
+    out = tmp_path / "out"
+    hipify_tree([tmp_path / "src"], out, OPTS)
+    for rel in ("checksum.cu", "bridge.h", "sub/x.cpp"):
+        p = tmp_path / "src" / rel
+        p.write_bytes(p.read_bytes() + b"// cudaMalloc\nvoid more() { cudaFree(0); }\n")
+    with monkeypatch.context() as mp:
+        _interrupt_after(mp, 2)
+        with pytest.raises(KeyboardInterrupt):
+            hipify_tree([tmp_path / "src"], out, OPTS)
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    res = hipify_tree([tmp_path / "src"], out, OPTS)
+    assert res.written  # what the interrupted run did not write
+    assert b"hipFree(0)" in (out / "checksum.hip").read_bytes()
+    assert not hipify_tree([tmp_path / "src"], out, OPTS).written

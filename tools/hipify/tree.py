@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
@@ -322,6 +323,55 @@ def _write_atomic(path: Path, data: bytes, made_dirs: set[str] | None = None) ->
         raise
 
 
+class _Writer:
+    """Writes a run's outputs. Into an output directory that does not exist yet, files are written plainly
+    into a staging directory beside it that is renamed into place once everything is written (one rename
+    for the whole tree instead of one per file, and an interrupted run leaves nothing); into an existing
+    one, each file goes through a temporary file and a rename (readers never see half a file)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.final = str(out_dir)
+        self.fresh = not os.path.lexists(out_dir)
+        self.root = f"{os.path.dirname(self.final)}/.{os.path.basename(self.final)}.{os.getpid()}.hipify-tmp"
+        self.made_dirs: set[str] = set()
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, _value: object, _tb: object) -> None:
+        if not self.fresh:
+            return
+        if kind is None and os.path.isdir(self.root):
+            os.rename(self.root, self.final)  # (nothing written: no directory, as before)
+        elif kind is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _where(self, path: Path) -> str:
+        text = str(path)
+        return self.root + text[len(self.final) :] if self.fresh else text
+
+    def write(self, path: Path, data: bytes) -> None:
+        if not self.fresh:
+            _write_atomic(path, data, self.made_dirs)
+            return
+        where = self._where(path)
+        parent = os.path.dirname(where)
+        if parent not in self.made_dirs:
+            os.makedirs(parent, exist_ok=True)
+            self.made_dirs.add(parent)
+        with open(where, "wb") as fh:
+            fh.write(data)
+
+    def same_content(self, path: Path, data: bytes) -> bool:
+        return not self.fresh and _same_content(path, data)
+
+    def stat(self, path: Path) -> os.stat_result | None:
+        try:
+            return os.stat(self._where(path))
+        except OSError:
+            return None
+
+
 def _same_content(path: Path, data: bytes) -> bool:
     try:
         if path.stat().st_size != len(data):
@@ -478,137 +528,138 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                     moved = True
                     break
 
-    findings: list[Finding] = []
-    outputs: dict[Path, Path] = {}
-    written: list[Path] = []
-    unchanged: list[Path] = []
-    copied: list[Path] = []
-    claimed: dict[Path, Path] = {}
-    source_set = {s.path for s in srcs}
-    records: dict[str, dict[str, object]] = {}
-    remade = 0
-    made_dirs: set[str] = set()
-    defined: set[str] = set()
-    for p in procs:
-        defined.update(p.defines)
-    for s, p in zip(srcs, procs):
-        for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
-            if kind == "unmapped" and name in defined:
-                continue  # the project's own macro, not a CUDA API name
-            findings.append(
-                Finding(
-                    s.path, line, col, name, kind=kind, reason=reason, suggestion=sugg, blocking=blocking, rule=rule
+    with _Writer(out_abs) as writer:
+        findings: list[Finding] = []
+        outputs: dict[Path, Path] = {}
+        written: list[Path] = []
+        unchanged: list[Path] = []
+        copied: list[Path] = []
+        claimed: dict[Path, Path] = {}
+        source_set = {s.path for s in srcs}
+        records: dict[str, dict[str, object]] = {}
+        remade = 0
+        defined: set[str] = set()
+        for p in procs:
+            defined.update(p.defines)
+        for s, p in zip(srcs, procs):
+            for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
+                if kind == "unmapped" and name in defined:
+                    continue  # the project's own macro, not a CUDA API name
+                findings.append(
+                    Finding(
+                        s.path, line, col, name, kind=kind, reason=reason, suggestion=sugg, blocking=blocking, rule=rule
+                    )
                 )
-            )
-        if p.mode == "error":
-            findings.append(
-                Finding(
-                    s.path,
-                    0,
-                    0,
-                    s.path.name,
-                    kind="error",
-                    reason=p.error,
-                    suggestion="check the file's permissions",
-                    blocking=True,
-                    rule="unreadable",
+            if p.mode == "error":
+                findings.append(
+                    Finding(
+                        s.path,
+                        0,
+                        0,
+                        s.path.name,
+                        kind="error",
+                        reason=p.error,
+                        suggestion="check the file's permissions",
+                        blocking=True,
+                        rule="unreadable",
+                    )
                 )
-            )
-            continue
-        dst = out_of(s)
-        if dst in source_set:
-            raise ToolError(f"output {dst} would overwrite a source file: choose another output directory")
-        if dst in claimed:
-            findings.append(
-                Finding(
-                    s.path,
-                    0,
-                    0,
-                    s.path.name,
-                    kind="error",
-                    reason=f"output {dst} is also the output of {claimed[dst]}",
-                    suggestion="rename one of the two sources",
-                    blocking=True,
-                    rule="output-collision",
+                continue
+            dst = out_of(s)
+            if dst in source_set:
+                raise ToolError(f"output {dst} would overwrite a source file: choose another output directory")
+            if dst in claimed:
+                findings.append(
+                    Finding(
+                        s.path,
+                        0,
+                        0,
+                        s.path.name,
+                        kind="error",
+                        reason=f"output {dst} is also the output of {claimed[dst]}",
+                        suggestion="rename one of the two sources",
+                        blocking=True,
+                        rule="output-collision",
+                    )
                 )
-            )
-            continue
-        claimed[dst] = s.path
-        edits: list[tuple[int, int, str]] = []
-        for idx, target, local in resolved.get(str(s.path), ()):
-            start, end, spelling, _angled = p.includes[idx]
-            new = new_spelling(s, target, local)
-            if new != spelling:
-                edits.append((start, end, new))
-        edits.sort(reverse=True)
-        outputs[s.path] = dst
-        if p.mode == "copy":
-            copied.append(s.path)
-        record = p.record()
-        record["out"] = str(dst)
-        record["edits"] = [list(e) for e in edits]
-        prev = prev_files.get(str(s.path))
-        stat = _stat(dst) if p.data is None and not p.evicted else None  # (fresh results: compared by content)
-        if (
-            p.data is None
-            and not p.evicted
-            and isinstance(prev, dict)
-            and prev.get("out") == str(dst)
-            and prev.get("edits") == record["edits"]
-            and stat is not None
-            and [stat.st_size, stat.st_mtime_ns] == [prev.get("out_size"), prev.get("out_mtime_ns")]
-        ):
-            unchanged.append(dst)  # same input, same options, same output file: nothing to do
-            record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
+                continue
+            claimed[dst] = s.path
+            edits: list[tuple[int, int, str]] = []
+            for idx, target, local in resolved.get(str(s.path), ()):
+                start, end, spelling, _angled = p.includes[idx]
+                new = new_spelling(s, target, local)
+                if new != spelling:
+                    edits.append((start, end, new))
+            edits.sort(reverse=True)
+            outputs[s.path] = dst
+            if p.mode == "copy":
+                copied.append(s.path)
+            record = p.record()
+            record["out"] = str(dst)
+            record["edits"] = [list(e) for e in edits]
+            prev = prev_files.get(str(s.path))
+            # (fresh results are compared by content instead)
+            stat = writer.stat(dst) if p.data is None and not p.evicted else None
+            if (
+                p.data is None
+                and not p.evicted
+                and isinstance(prev, dict)
+                and prev.get("out") == str(dst)
+                and prev.get("edits") == record["edits"]
+                and stat is not None
+                and [stat.st_size, stat.st_mtime_ns] == [prev.get("out_size"), prev.get("out_mtime_ns")]
+            ):
+                unchanged.append(dst)  # same input, same options, same output file: nothing to do
+                record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
+                records[str(s.path)] = record
+                continue
+            if p.data is None:  # from the cache (or evicted), but the output must be (re)made
+                remade += 0 if p.evicted else 1
+                again = _process(str(s.path), p.mode == "translate", key, lint=False)
+                if ext is not None:
+                    _apply_external(again, ext)
+                p.data = again.data
+            data = p.data if p.data is not None else b""
+            for start, end, new in edits:
+                data = data[:start] + new.encode("latin-1") + data[end:]
+            if writer.same_content(dst, data):
+                unchanged.append(dst)
+            else:
+                writer.write(dst, data)
+                written.append(dst)
+            stat = writer.stat(dst)
+            if stat is not None:
+                record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
             records[str(s.path)] = record
-            continue
-        if p.data is None:  # from the cache (or evicted), but the output must be (re)made
-            remade += 0 if p.evicted else 1
-            again = _process(str(s.path), p.mode == "translate", key, lint=False)
-            if ext is not None:
-                _apply_external(again, ext)
-            p.data = again.data
-        data = p.data if p.data is not None else b""
-        for start, end, new in edits:
-            data = data[:start] + new.encode("latin-1") + data[end:]
-        if _same_content(dst, data):
-            unchanged.append(dst)
-        else:
-            _write_atomic(dst, data, made_dirs)
-            written.append(dst)
-        stat = _stat(dst)
-        if stat is not None:
-            record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
-        records[str(s.path)] = record
 
-    # Stale outputs: recorded by the previous run into this directory, not produced now.
-    removed: list[Path] = []
-    current = {str(d) for d in outputs.values()}
-    old_outputs = [str(v.get("out")) for v in prev_files.values() if isinstance(v, dict) and v.get("out")]
-    for old in sorted(set(old_outputs)):
-        old_path = Path(old)
-        if old in current or not _is_within(old_path, out_abs) or old_path in source_set:
-            continue
-        try:
-            old_path.unlink()
-        except OSError:
-            continue
-        removed.append(old_path)
-        parent = old_path.parent
-        while parent != out_abs and _is_within(parent, out_abs):
+        # Stale outputs: recorded by the previous run into this directory, not produced now.
+        removed: list[Path] = []
+        current = {str(d) for d in outputs.values()}
+        old_outputs = [str(v.get("out")) for v in prev_files.values() if isinstance(v, dict) and v.get("out")]
+        for old in sorted(set(old_outputs)):
+            old_path = Path(old)
+            if old in current or not _is_within(old_path, out_abs) or old_path in source_set:
+                continue
             try:
-                parent.rmdir()
+                old_path.unlink()
             except OSError:
-                break
-            parent = parent.parent
-    nothing_new = (
-        cache_ok and not todo and not remade and not written and not removed and records.keys() == prev_files.keys()
-    )
-    if not nothing_new:  # (a no-op run leaves the record as it is: same inputs, same outputs)
-        state = {"schema": STATE_SCHEMA, "fingerprint": fingerprint, "files": records}
-        state_bytes = (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode()
-        if not _same_content(out_abs / STATE_FILE, state_bytes):
-            _write_atomic(out_abs / STATE_FILE, state_bytes)
+                continue
+            removed.append(old_path)
+            parent = old_path.parent
+            while parent != out_abs and _is_within(parent, out_abs):
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+                parent = parent.parent
+        nothing_new = (
+            cache_ok and not todo and not remade and not written and not removed and records.keys() == prev_files.keys()
+        )
+        if not nothing_new:  # (a no-op run leaves the record as it is: same inputs, same outputs)
+            state = {"schema": STATE_SCHEMA, "fingerprint": fingerprint, "files": records}
+            state_bytes = (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode()
+            if not writer.same_content(out_abs / STATE_FILE, state_bytes):
+                writer.write(out_abs / STATE_FILE, state_bytes)
 
     return HipifyResult(
         outputs,
@@ -642,13 +693,6 @@ def _relative(target: str, base: str) -> str:
             break
         common += 1
     return "/".join([".."] * (len(b) - common) + t[common:]) or "."
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    try:
-        return path.stat()
-    except OSError:
-        return None
 
 
 def _apply_external(res: _Processed, ext: Callable[[str, bytes], bytes]) -> None:
