@@ -278,6 +278,11 @@ class Translator:
             native.Scanner(sorted(prefixes), launch, translate_comments_and_strings) if native is not None else None
         )
 
+    @property
+    def native(self) -> bool:
+        """Whether this translator runs the native scanner (see native.py)."""
+        return self._native is not None
+
     def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:
         prefixes = set(_CORE_PREFIXES)
         core = ("cu", "CU", "__", "nv", "NV", "Cu")
