@@ -84,6 +84,64 @@ def test_checksum_on_device_matches_host_reference() -> None:
     assert M.Buffer.from_bytes(big).checksum() == M.checksum_reference(big)
 
 
+def test_checksum_kernel_path_boundaries_match_host_reference() -> None:
+    """Sizes at the edges of the kernel's paths (csrc/checksum.cu): 16-byte loads of word pairs, 4 pairs
+    in flight per thread, the tail words read one by one, and the grid-stride loop of a grid of
+    (blocks per SM) x SMs blocks of 256 threads. The kernel takes blocks per SM from its occupancy (8
+    on sm_90 and gfx90a); a range is covered so that a different occupancy is covered too."""
+    dev = M.devices()[0]
+    units = int(dev["multiprocessors"])
+    words = {15, 16, 17, 31, 32, 33, 63, 64, 65, 255, 256, 257, 1023, 1024, 1025, 2047, 2048, 2049}
+    for per_unit in (1, 2, 4, 8, 16):
+        threads = units * per_unit * 256
+        # pairs per thread: 1 (one pass, no unrolled round), 4 (exactly one unrolled round),
+        # 5 (a round and a remainder), 8 (two rounds)
+        for pairs in (1, 4, 5, 8):
+            w = 2 * threads * pairs
+            words |= {w - 1, w, w + 1}
+    pool = random.Random(11).randbytes(8 * max(words) + 8)
+    checked = 0
+    for w in sorted(words):
+        deltas = (-7, -1, 0, 1, 7) if w < 4096 else (-1, 0, 1)
+        for size in sorted({8 * w + d for d in deltas}):
+            data = pool[:size]
+            ref = M.checksum_reference(data)
+            assert M.Buffer.from_bytes(data).checksum() == ref, (w, size)
+            checked += 1
+    # The one-shot path (bytes copied to a device buffer of their own) runs the same kernel.
+    assert M.checksum(pool[: 8 * 33 + 3]) == M.checksum_reference(pool[: 8 * 33 + 3])
+    print(f"checksum path boundaries: {checked} sizes up to {max(words) * 8 >> 20} MiB ({units} SMs/CUs)")
+
+
+def test_checksum_from_concurrent_threads_matches_host_reference() -> None:
+    """Rank threads call the checksum concurrently, each on its own stream (the bridge's per-call
+    device accumulator must not be shared between calls in flight)."""
+    rng = random.Random(5)
+    datas = [rng.randbytes(rng.randrange(1, 3 << 20)) for _ in range(24)]
+    refs = [M.checksum_reference(d) for d in datas]
+    bufs = [M.Buffer.from_bytes(d) for d in datas]
+    errors: list[str] = []
+
+    def worker(first: int) -> None:
+        stream = M.Stream()
+        try:
+            for rep in range(20):
+                i = (first + rep) % len(bufs)
+                if bufs[i].checksum(stream) != refs[i]:
+                    errors.append(f"thread {first} buffer {i} ({len(datas[i])} bytes)")
+        except BaseException as err:  # reported below
+            errors.append(f"thread {first}: {type(err).__name__}: {err}")
+
+    # more threads than the bridge keeps accumulator slots for (32 per device)
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_S)
+    assert not any(t.is_alive() for t in threads), "checksum threads hung"
+    assert errors == []
+
+
 def test_stream_and_event_time_device_work() -> None:
     s = M.Stream()
     a, b = M.Event(), M.Event()
@@ -188,6 +246,33 @@ def test_two_rank_transfer() -> None:
     assert rep0["chunks"] == rep1["chunks"] == sum(-(-s // staging) for s in sizes.values())
     assert mis0 == mis1 == ["w1"] and unchanged1
     print(f"transfer: {rep1['bytes'] / rep1['seconds'] / 1e9:.2f} GB/s over {rep1['chunks']} chunks")
+
+
+def test_two_rank_transfer_odd_chunks() -> None:
+    """Chunks of an odd number of words: each chunk's partial checksum starts at an odd word offset and,
+    with device shadows, at an address 8 bytes past a 16-byte boundary (the kernel's lone head word)."""
+    if GPUS < 2:
+        skip(f"a two-rank transfer needs two GPUs (NCCL/RCCL refuse two ranks on one); this machine has {GPUS}")
+    needs_collectives()
+    chunk = 8 * ((1 << 16) + 1)
+    staging = chunk + 3  # rounded down to whole words by transfer_state
+    sizes = {"a": 3 * chunk + 5, "b": chunk, "c": chunk - 1, "d": 13, "e": 2 * chunk + 8, "f": 8 * 33}
+
+    def body(rank: int, comm: Any) -> list[Any]:
+        rng = random.Random(100 + rank)
+        out = []
+        for shadow in ("device", "host"):
+            before = {n: rng.randbytes(s) for n, s in sizes.items()}
+            bufs = {n: M.Buffer.from_bytes(d, device=rank) for n, d in before.items()}
+            M.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=staging, shadow=shadow)
+            out.append(
+                ({n: b.checksum() for n, b in bufs.items()}, {n: M.checksum_reference(d) for n, d in before.items()})
+            )
+        return out
+
+    donor, receiver = _two_ranks(body)
+    for (after0, ref0), (after1, _) in zip(donor, receiver):
+        assert after1 == after0 == ref0
 
 
 def _main() -> int:
