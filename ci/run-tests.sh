@@ -7,6 +7,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 export MONARCH_TOOLCHAINS="${MONARCH_TOOLCHAINS:-$HOME/.cache/monarch-runtime/toolchains}"
 export HIP_PLATFORM=amd
+# The native hipify scanner (installed by install-toolchains.sh) must be there: its engine comparisons
+# (tests/hipify/test_native.py) fail rather than skip without it.
+export MONARCH_TEST_REQUIRE_NATIVE="${MONARCH_TEST_REQUIRE_NATIVE:-1}"
 bash "$here/ci/install-toolchains.sh"
 cd "$here"
 exec "$MONARCH_TOOLCHAINS/test-venv/bin/python" -m pytest "$@"
