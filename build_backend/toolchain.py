@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from build_backend.errors import BuildError
+from build_backend.process import private_tmpdir, tool_env
 from build_backend.settings import Settings
 
 CUDA_DEFAULT_ARCHS = ("80", "90")
@@ -83,7 +84,8 @@ def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
         return Toolchain(platform="cpu")
     if platform == "cuda":
         return _detect_cuda(settings, environ)
-    return _detect_rocm(settings, environ)
+    with private_tmpdir() as probe_tmp:  # the compiler probes' TMPDIR, removed after detection
+        return _detect_rocm(settings, environ, probe_tmp)
 
 
 def _choose_platform(settings: Settings, environ: Mapping[str, str]) -> str:
@@ -245,7 +247,7 @@ def _find_nccl(root: Path, environ: Mapping[str, str]) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- ROCm
-def _detect_rocm(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
+def _detect_rocm(settings: Settings, environ: Mapping[str, str], probe_tmp: Path) -> Toolchain:
     fix = (
         "Point ROCM_HOME (or ROCM_PATH) at a ROCm installation (/opt/rocm, or /usr for Debian's "
         "hipcc/libamdhip64-dev packages), or build the CPU wheel with -C platform=cpu."
@@ -254,7 +256,7 @@ def _detect_rocm(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     version = _version_from_header(root / "include" / "hip" / "hip_version.h", "HIP_VERSION_MAJOR", "HIP_VERSION_MINOR")
     if version is None:
         raise BuildError(f"ROCm root {root} has no include/hip/hip_version.h, so it holds no HIP installation. {fix}")
-    compiler, probed = _find_hip_clang(root, environ)
+    compiler, probed = _find_hip_clang(root, environ, probe_tmp)
     if compiler is None:
         raise BuildError(
             f"no HIP-capable compiler found for ROCm at {root} (probed {', '.join(probed)}). Install hipcc "
@@ -282,7 +284,7 @@ def _detect_rocm(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     base = Toolchain(
         platform="rocm", root=root, compiler=compiler, device_lib_dir=device_libs, env={"HIP_PLATFORM": "amd"}
     )
-    archs = _validate_rocm_archs(settings, base)
+    archs = _validate_rocm_archs(settings, base, probe_tmp)
     include = _find_rccl(root, environ)
     return Toolchain(
         platform="rocm",
@@ -299,7 +301,7 @@ def _detect_rocm(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     )
 
 
-def _find_hip_clang(root: Path, environ: Mapping[str, str]) -> tuple[Path | None, list[str]]:
+def _find_hip_clang(root: Path, environ: Mapping[str, str], probe_tmp: Path) -> tuple[Path | None, list[str]]:
     candidates: list[Path] = []
     if environ.get("HIP_CLANG_PATH"):
         candidates.append(Path(environ["HIP_CLANG_PATH"]) / "clang++")
@@ -311,7 +313,7 @@ def _find_hip_clang(root: Path, environ: Mapping[str, str]) -> tuple[Path | None
     probed: list[str] = []
     for candidate in candidates:
         probed.append(str(candidate))
-        if os.access(candidate, os.X_OK) and _accepts_arch(candidate, root, "gfx90a"):
+        if os.access(candidate, os.X_OK) and _accepts_arch(candidate, root, "gfx90a", probe_tmp):
             return candidate, probed
     return None, probed or ["HIP_CLANG_PATH", str(root / "llvm/bin/clang++"), "clang++-NN on PATH"]
 
@@ -322,8 +324,9 @@ def _find_device_libs(root: Path) -> Path | None:
     return next((c for c in candidates if (c / "ocml.bc").is_file()), None)
 
 
-def _accepts_arch(compiler: Path, root: Path, arch: str) -> bool:
-    """Whether ``compiler`` can target ``arch``: a device-only syntax check of an empty HIP file."""
+def _accepts_arch(compiler: Path, root: Path, arch: str, probe_tmp: Path) -> bool:
+    """Whether ``compiler`` can target ``arch``: a device-only syntax check of an empty HIP file, with
+    ``probe_tmp`` as the compiler's TMPDIR."""
     args = [
         os.fspath(compiler),
         "-x",
@@ -338,21 +341,26 @@ def _accepts_arch(compiler: Path, root: Path, arch: str) -> bool:
     ]
     try:
         proc = subprocess.run(
-            args, input=b"", capture_output=True, timeout=60, check=False, env={**os.environ, "HIP_PLATFORM": "amd"}
+            args,
+            input=b"",
+            capture_output=True,
+            timeout=60,
+            check=False,
+            env=tool_env({**os.environ, "HIP_PLATFORM": "amd"}, probe_tmp),
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
 
 
-def _validate_rocm_archs(settings: Settings, base: Toolchain) -> tuple[str, ...]:
+def _validate_rocm_archs(settings: Settings, base: Toolchain, probe_tmp: Path) -> tuple[str, ...]:
     compiler, root = base.compiler, base.root
     assert compiler is not None and root is not None
     probed: dict[str, bool] = {}  # each arch is probed (one compiler run) at most once
 
     def accepts(arch: str) -> bool:
         if arch not in probed:
-            probed[arch] = _accepts_arch(compiler, root, arch)
+            probed[arch] = _accepts_arch(compiler, root, arch, probe_tmp)
         return probed[arch]
 
     if not settings.archs:

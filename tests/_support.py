@@ -40,6 +40,12 @@ class Toolchains:
         return env
 
 
+def temp_env(tmpdir: Path) -> dict[str, str]:
+    """TMPDIR, TMP and TEMP pointing at ``tmpdir``, created empty (so a test can check nothing is left there)."""
+    tmpdir.mkdir(parents=True)
+    return dict.fromkeys(("TMPDIR", "TMP", "TEMP"), str(tmpdir))
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -74,6 +80,8 @@ def pip_wheel(source: Path, out: Path, env: Mapping[str, str], *extra: str) -> s
 class BuildOutcome:
     wheel: Path | None
     log: str
+    tmpdir: Path  # the build's TMPDIR (and TMP, TEMP): empty before the build, and after it too
+    build_dir: Path
 
 
 @dataclass(frozen=True)

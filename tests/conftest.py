@@ -23,6 +23,7 @@ from _support import (
     copy_tree,
     make_venv,
     pip_wheel,
+    temp_env,
 )
 
 
@@ -69,10 +70,15 @@ def sdist_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _build(source: Path, out: Path, build_dir: Path, env: dict[str, str]) -> BuildOutcome:
+    """pip wheel into ``out``, with a fresh empty TMPDIR of its own (beside ``out``), which the tests check
+    is left empty."""
     out.mkdir(parents=True)
-    proc = pip_wheel(source, out, {**env, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}, "-v", "-C", f"build-dir={build_dir}")
+    tmpdir = out.parent / f"tmp-{out.name}"
+    env = {**env, **temp_env(tmpdir), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    proc = pip_wheel(source, out, env, "-v", "-C", f"build-dir={build_dir}")
     wheels = sorted(out.glob("*.whl"))
-    return BuildOutcome(wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None, proc.stdout + proc.stderr)
+    wheel = wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None
+    return BuildOutcome(wheel, proc.stdout + proc.stderr, tmpdir, build_dir)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from _support import ROOT, SOURCE_DATE_EPOCH, Toolchains, copy_tree, tree_digest
+from _support import ROOT, SOURCE_DATE_EPOCH, Toolchains, copy_tree, temp_env, tree_digest
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
@@ -72,8 +72,11 @@ def test_interrupted_builds_resume_to_the_same_wheel(
     sdist_tree: Path, toolchains: Toolchains, built_wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     """SIGINT, SIGTERM and SIGKILL during hipify, compile, cargo (compile + link) and packing: each leaves no
-    wheel behind, and the next build into the same build directory gives the uninterrupted wheel."""
-    env = toolchains.env_for("rocm")
+    wheel behind, and nothing in the user's TMPDIR (the tools' temporary files go to <build-dir>/tmp, removed
+    on the way out and, after a SIGKILL, by the next build); the next build into the same build directory
+    gives the uninterrupted wheel."""
+    user_tmp = tmp_path / "user tmp"
+    env = {**toolchains.env_for("rocm"), **temp_env(user_tmp)}
     build_dir, out = tmp_path / "build", tmp_path / "dist"
     for stage, sig, delay in INTERRUPTIONS:
         paused_env = {**env, "MONARCH_FAULT_PAUSE_AT": stage}
@@ -87,9 +90,13 @@ def test_interrupted_builds_resume_to_the_same_wheel(
         assert not list(out.glob("*.whl")), f"a wheel was left after {sig.name} at {stage}"
         if sig != signal.SIGKILL:
             assert not list(out.glob(".*.partial")), f"a partial file was left after {sig.name} at {stage}"
+        if delay == 0.0 and sig != signal.SIGKILL:  # no tool was running: the tools' TMPDIR is gone too
+            assert not (build_dir / "tmp").exists(), f"<build-dir>/tmp was left after {sig.name} at {stage}"
+        assert not list(user_tmp.iterdir()), f"files were left in TMPDIR after {sig.name} at {stage}"
     proc = start(sdist_tree, out, env, **{"build-dir": str(build_dir)})
     code, log = finish(proc)
     assert code == 0, log[-4000:]
+    assert not list(user_tmp.iterdir()) and not (build_dir / "tmp").exists()
     (wheel,) = out.glob("*.whl")
     assert not list(out.glob(".*.partial"))
     assert sha(wheel) == sha(built_wheels["rocm"]), "the resumed build differs from an uninterrupted one"

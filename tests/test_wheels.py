@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _support import ROOT, InstalledWheel, Toolchains, tree_digest
+from _support import ROOT, BuildOutcome, InstalledWheel, Toolchains, tree_digest
 from elftools.elf.elffile import ELFFile
 from gen_collective_stub import build_stub
 
@@ -169,6 +169,20 @@ def test_builds_never_write_csrc(
     """After all six builds (ROCm hipifies csrc/), the built tree's csrc/ is still identical to the checkout's."""
     tree, _ = hostile_paths
     assert tree_digest(tree / "csrc") == tree_digest(ROOT / "csrc")
+
+
+def test_builds_leave_nothing_in_the_temp_directory(all_builds: dict[tuple[str, str], BuildOutcome]) -> None:
+    """Each of the six builds ran (pip included) with TMPDIR, TMP and TEMP set to a fresh empty directory of
+    its own, and left it empty: Debian's clang-15 leaves two empty directories there per arch for every HIP
+    compile (CMake's compiler identification and each csrc/ unit), so the backend points its tools at
+    <build-dir>/tmp, which it removes when the build ends."""
+    failed = [job for job, o in all_builds.items() if o.wheel is None]
+    assert not failed, {job: all_builds[job].log[-3000:] for job in failed}
+    left = {
+        f"{origin} {flavour}": sorted(p.name for p in o.tmpdir.iterdir()) for (origin, flavour), o in all_builds.items()
+    }
+    assert not any(left.values()), f"the builds left files in the user's temporary directory: {left}"
+    assert not [o.build_dir / "tmp" for o in all_builds.values() if (o.build_dir / "tmp").exists()]
 
 
 def test_collective_stub_from_rccl_header_satisfies_the_bridge(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from _port_support import DATA, Runner
-from _support import ROOT, tree_digest
+from _support import ROOT, temp_env, tree_digest
 
 from tools.port.report import SECTIONS
 
@@ -48,10 +48,14 @@ def test_api_missing_in_target_hip_blocks_naming_api_and_version(
     assert "| Verdict | FAILED |" in md and "needs HIP >= 6.2" in md
 
 
-def test_rocm_only_break_names_the_rocm_side_at_the_cuda_line(tools_cli: Runner, port_env: dict[str, str]) -> None:
+def test_rocm_only_break_names_the_rocm_side_at_the_cuda_line(
+    tools_cli: Runner, port_env: dict[str, str], tmp_path: Path
+) -> None:
     src = KERNELS / "rocm_only.cu"
-    proc = tools_cli("port", src, *ARCHS, env=port_env)
+    tmpdir = tmp_path / "tmpdir"
+    proc = tools_cli("port", src, *ARCHS, env={**port_env, **temp_env(tmpdir)})
     assert proc.returncode == 1
+    assert not list(tmpdir.iterdir())  # a failed compile leaves nothing in TMPDIR either
     assert "CUDA  ok" in proc.stdout and "ROCm  FAILED" in proc.stdout
     line = src.read_text().splitlines()[5]
     col = line.index("__reduce_add_sync") + 1  # in the CUDA source; the HIP file has it one column left
@@ -96,8 +100,13 @@ def test_rejected_arch_skips_the_side_with_the_reason(tools_cli: Runner, port_en
 def test_check_over_csrc_passes_both_sides(tools_cli: Runner, port_env: dict[str, str], tmp_path: Path) -> None:
     before = tree_digest(ROOT / "csrc")
     report = tmp_path / "check.md"
-    proc = tools_cli("check", *ARCHS, "--strict", "--report", report, env={**port_env, "CI": "true"})
+    tmpdir = tmp_path / "tmpdir"
+    proc = tools_cli(
+        "check", *ARCHS, "--strict", "--report", report, env={**port_env, "CI": "true", **temp_env(tmpdir)}
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # HIP-Clang 15 leaves empty directories in its TMPDIR for every compile: check points it at its own, removed
+    assert not list(tmpdir.iterdir()), "check left files in the user's temporary directory"
     units = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc").rglob("*.cu"))
     for unit in units:
         assert f"CUDA  ok  {unit} (sm_80)" in proc.stdout

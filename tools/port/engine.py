@@ -264,6 +264,7 @@ def _compile(
     obj: Path,
     include_dirs: Sequence[Path],
     environ: Mapping[str, str],
+    tool_tmp: Path,
     mapper: OutputMapper,
 ) -> UnitResult:
     obj.parent.mkdir(parents=True, exist_ok=True)
@@ -275,7 +276,7 @@ def _compile(
             capture_output=True,
             text=True,
             errors="replace",
-            env=compile_env(side, environ),
+            env=compile_env(side, environ, tool_tmp),
             timeout=COMPILE_TIMEOUT_S,
             check=False,
         )
@@ -313,10 +314,13 @@ def run_port(request: PortRequest, progress: Progress | None = None) -> PortResu
     tick: Progress = progress or (lambda _d, _t, _w: None)
     with tempfile.TemporaryDirectory(prefix="monarch-port-") as tmp:
         work = request.work_dir if request.work_dir is not None else Path(tmp)
-        return _run(request, work, tick, started)
+        # The compilers' TMPDIR: HIP-Clang 15 leaves empty directories in it for every compile.
+        tool_tmp = Path(tmp) / "tmp"
+        tool_tmp.mkdir()
+        return _run(request, work, tool_tmp, tick, started)
 
 
-def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> PortResult:
+def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, started: float) -> PortResult:
     include_dirs = [Path(os.path.abspath(d)) for d in request.include_dirs]
     given = list(dict.fromkeys(Path(os.path.abspath(f)) for f in request.files))
     for f in given:
@@ -390,6 +394,7 @@ def _run(request: PortRequest, work: Path, tick: Progress, started: float) -> Po
                     obj=obj,
                     include_dirs=incs,
                     environ=request.environ,
+                    tool_tmp=tool_tmp,
                     mapper=mapper,
                 ),
             )

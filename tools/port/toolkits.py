@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_backend.errors import BuildError
+from build_backend.process import tool_env
 from build_backend.settings import Settings
 from build_backend.toolchain import Toolchain, detect
 
@@ -107,10 +108,11 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
     ]
 
 
-def compile_env(side: Side, environ: Mapping[str, str]) -> dict[str, str]:
+def compile_env(side: Side, environ: Mapping[str, str], tmpdir: Path) -> dict[str, str]:
+    """The compiler's environment: ``environ`` with the toolchain's settings, and ``tmpdir`` as its TMPDIR."""
     env = dict(environ)
     if side.toolchain is not None:
         env.update(side.toolchain.env)
     if side.name == "rocm":
         env["HIP_PLATFORM"] = "amd"  # with an nvcc on PATH, HIP tools silently switch to NVIDIA otherwise
-    return env
+    return tool_env(env, tmpdir)
