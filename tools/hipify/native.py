@@ -16,7 +16,7 @@ from typing import Protocol, cast
 from tools.errors import ToolError
 
 #: the Python <-> Rust contract; rust/hipify_native/src/lib.rs has the same number
-INTERFACE = 1
+INTERFACE = 2
 
 Edit = tuple[int, int, bytes]  # put bytes in place of data[start:end]
 

@@ -23,7 +23,7 @@ use scan::{
 };
 
 /// Bumped whenever the Python <-> Rust contract changes; tools/hipify refuses a module built for another.
-const INTERFACE: u32 = 1;
+const INTERFACE: u32 = 2;
 
 /// FxHash (rustc's): names are short and not attacker-chosen, and SipHash would be a third of the loop.
 #[derive(Default)]
