@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Mapping
-from typing import Protocol, cast
 
 from tools.errors import ToolError
+
+# typing costs ~5 ms to import, and start-up time counts: the protocols below exist for the type checker only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Protocol
+else:
+    Protocol = object
 
 #: the Python <-> Rust contract; rust/hipify_native/src/lib.rs has the same number
 INTERFACE = 2
@@ -79,4 +85,4 @@ def load(env: Mapping[str, str] | None = None) -> NativeModule | None:
                 f"{_INSTALL}, or unset MONARCH_HIPIFY_NATIVE."
             )
         return None  # a stale build: the Python engine gives the same results
-    return cast(NativeModule, module)
+    return module  # (checked above: it speaks this interface)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
@@ -348,6 +347,8 @@ class _Writer:
         if kind is None and os.path.isdir(self.root):
             os.rename(self.root, self.final)  # (nothing written: no directory, as before)
         elif kind is not None:
+            import shutil  # noqa: PLC0415 - only on failure (start-up time)
+
             shutil.rmtree(self.root, ignore_errors=True)
 
     def _where(self, path: Path) -> str:
