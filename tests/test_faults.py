@@ -20,7 +20,12 @@ from _support import ROOT, SOURCE_DATE_EPOCH, Toolchains, copy_tree, temp_env, t
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-HOOK = "import sys, json, build_backend\nprint(build_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2])))\n"
+# SIGINT as in a terminal: a test run started in the background by a non-interactive shell inherits SIGINT
+# ignored (and Python then keeps it ignored), which would make the SIGINT case below wait forever.
+HOOK = (
+    "import signal, sys, json\nsignal.signal(signal.SIGINT, signal.default_int_handler)\nimport build_backend\n"
+    "print(build_backend.build_wheel(sys.argv[1], json.loads(sys.argv[2])))\n"
+)
 
 
 def start(tree: Path, out: Path, env: dict[str, str], **config: str) -> subprocess.Popen[str]:
@@ -50,8 +55,13 @@ def wait_for(proc: subprocess.Popen[str], marker: str, timeout: float = 600) -> 
     raise AssertionError(f"process ended before {marker!r}:\n{''.join(seen)}")
 
 
-def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    out, _ = proc.communicate(timeout=900)
+def finish(proc: subprocess.Popen[str], timeout: float = 900) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"the build did not end within {timeout:.0f} s:\n{out[-4000:]}") from None
     return proc.returncode, out
 
 
@@ -84,7 +94,7 @@ def test_interrupted_builds_resume_to_the_same_wheel(
         wait_for(proc, f"fault-injection: paused at {stage}" if delay == 0.0 else f"] {stage}: ")
         time.sleep(delay)
         os.killpg(proc.pid, sig)
-        code, log = finish(proc)
+        code, log = finish(proc, timeout=180)  # an interrupted build ends at once
         assert code != 0, log
         assert "Traceback" not in log
         assert not list(out.glob("*.whl")), f"a wheel was left after {sig.name} at {stage}"
