@@ -184,7 +184,8 @@ _CONTEXT = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bf
 _CONTEXT_NO_LOOP = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl"
 _BALLOT_LHS = rb"(?:\b(?:unsigned(?:\s+int)?|int|uint32_t|int32_t|uint)\s+\w+\s*=|\b__(?:popc|ffs|clz|brev)\s*\()\s*\Z"
 _IGNORE = rb"hipify:\s*ignore(?:\(([^)]*)\))?"
-_IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
+_WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"  # regex \w, bytes
+_IDC = frozenset(_WORD_BYTES) | frozenset(range(0x80, 0x100))
 _BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))
 
 
@@ -224,7 +225,6 @@ def _line(code: bytes, offset: int) -> tuple[int, bytes]:
 
 
 _LOOKAHEAD = re.compile(rb"\(\?!\[((?:\\w|[^\]\\])*)\]\)\Z")
-_WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
 def _for_native(pattern: bytes) -> tuple[str, bytes]:
@@ -240,10 +240,9 @@ def _for_native(pattern: bytes) -> tuple[str, bytes]:
 class _Plan:
     """The compiled rules, and the native scanner for them when available (built once per engine)."""
 
-    __slots__ = ("native", "rules")
+    __slots__ = ("native",)
 
     def __init__(self, engine: str) -> None:
-        self.rules = _COMPILED  # (patterns compiled where used: start-up time counts)
         module = load_native() if engine != "python" else None
         self.native = (
             module.LintScanner(
@@ -255,20 +254,20 @@ class _Plan:
             else None
         )
 
-    def candidates(self, code: bytes) -> tuple[bool, bool, bool, list[tuple[int, int, int]]]:
-        """(device code?, any ``hipify:`` marker?, __global__/__device__/__shared__?, matches as (rule
-        index, start, end), grouped by rule in rule order)."""
+    def candidates(self, code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
+        """(any ``hipify:`` marker?, __global__/__device__/__shared__?, matches as (rule index, start, end),
+        grouped by rule in rule order; rules about device code only run in files that have some)."""
         if self.native is not None:
-            device, found, matches = self.native.scan(code)
-            return device, bool(found & 1), bool(found & 0b1110), matches
+            _device, found, matches = self.native.scan(code)
+            return bool(found & 1), bool(found & 0b1110), matches
         device = any(marker in code for marker in _DEVICE_MARKERS)
         out: list[tuple[int, int, int]] = []
-        for i, (rule, pattern, needle, _spec) in enumerate(self.rules):
+        for i, (rule, pattern, needle, _spec) in enumerate(_COMPILED):  # (compiled by re where used)
             if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
                 continue
             out += [(i, *m.span()) for m in re.finditer(pattern, code)]
         device_file = device and any(marker in code for marker in _DEVICE_MARKERS[:3])
-        return device, b"hipify:" in code, device_file, out
+        return b"hipify:" in code, device_file, out
 
 
 @lru_cache(maxsize=4)
@@ -284,7 +283,7 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") 
     the candidate matches (see native.py); ``engine="python"`` forces the ``re`` module."""
     plan = _plan(engine, os.environ.get("MONARCH_HIPIFY_NATIVE"))
     code = data
-    _device, may_silence, device_file, matches = plan.candidates(code)
+    may_silence, device_file, matches = plan.candidates(code)
     starts = [a for a, _b in spans]
 
     def in_literal(offset: int) -> bool:
@@ -296,10 +295,9 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") 
     lane_math_ends: set[int] = set()
     context = re.compile(_CONTEXT if device_file else _CONTEXT_NO_LOOP).search
     context_no_loop = re.compile(_CONTEXT_NO_LOOP).search
-    rules = plan.rules
     for index, match_start, end in matches:
         start = match_start  # the rule checks may move it back (sync, ballot, asm)
-        rule, _rx, _needle, (_p, reason, suggestion, blocking, check) = rules[index]
+        rule, _pattern, _needle, (_p, reason, suggestion, blocking, check) = _COMPILED[index]
         if in_literal(start):
             continue
         if rule == "lane-math":

@@ -178,17 +178,7 @@ impl Scanner {
                     && !self.candidate_before_last(data, s, e)
                 {
                     if let Some(end) = raw_string_end(data, e - 1) {
-                        self.literal(
-                            py,
-                            &mut w,
-                            &mut spans,
-                            skip_until,
-                            e - 1,
-                            s,
-                            end,
-                            true,
-                            on_text,
-                        )?;
+                        self.literal(&mut w, &mut spans, skip_until, e - 1, s, end, true, on_text)?;
                         i = end;
                         continue;
                     }
@@ -250,9 +240,7 @@ impl Scanner {
                 }
                 b'"' => {
                     let end = string_end(data, i);
-                    self.literal(
-                        py, &mut w, &mut spans, skip_until, i, i, end, false, on_text,
-                    )?;
+                    self.literal(&mut w, &mut spans, skip_until, i, i, end, false, on_text)?;
                     i = end;
                 }
                 b'\'' => {
@@ -331,7 +319,6 @@ impl Scanner {
     #[allow(clippy::too_many_arguments)]
     fn literal(
         &self,
-        _py: Python<'_>,
         w: &mut Walk<'_>,
         spans: &mut Vec<(usize, usize)>,
         skip_until: usize,
