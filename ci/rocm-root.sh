@@ -22,7 +22,7 @@
 # Package downloads inside the root use this machine's CA certificates and pip configuration, copied in.
 set -euo pipefail
 
-RECIPE_VERSION=1
+RECIPE_VERSION=2
 log() { printf '[rocm-root] %s\n' "$*" >&2; }
 die() { printf '[rocm-root] error: %s\n' "$*" >&2; exit 1; }
 
@@ -142,7 +142,9 @@ cmd_make() {
   echo 'Acquire::Check-Valid-Until "false";' >"$work/etc/apt/apt.conf.d/99monarch-no-valid-until"
   echo 'APT::Install-Recommends "false";' >"$work/etc/apt/apt.conf.d/99monarch-no-recommends"
   if [[ $version == 7.2 ]]; then
-    printf 'Package: %s\nPin: release a=experimental\nPin-Priority: 990\n' "$PINNED_72" >"$work/etc/apt/preferences.d/monarch-rocm72"
+    # The libraries' headers (--with-libs) come from experimental too: 7.2's hipCUB/rocPRIM/rocThrust go with
+    # HIP 7.2 and its clang, sid's 6.4 ones would be checked against the wrong HIP.
+    printf 'Package: %s\nPin: release a=experimental\nPin-Priority: 990\n' "$PINNED_72 $LIB_PACKAGES" >"$work/etc/apt/preferences.d/monarch-rocm72"
   fi
   copy_host_config "$work"
   local packages="hipcc libamdhip64-dev python3 python3-venv ca-certificates"
@@ -154,7 +156,7 @@ cmd_make() {
   copy_host_config "$work"   # ca-certificates' own bundle replaced ours
   if [[ $libs -eq 1 ]]; then
     log "unpacking library headers into /opt/rocm-libs: $LIB_PACKAGES"
-    chroot_exec "$work" sh -c "set -e; rm -rf /opt/rocm-libs /tmp/libdebs; mkdir -p /tmp/libdebs /opt/rocm-libs; cd /tmp/libdebs; apt-get download -qq $LIB_PACKAGES; for d in *.deb; do dpkg-deb -x \$d /opt/rocm-libs; done; rm -rf /tmp/libdebs" \
+    chroot_exec "$work" sh -c "set -e; rm -rf /opt/rocm-libs /tmp/libdebs; mkdir -p /tmp/libdebs /opt/rocm-libs; cd /tmp/libdebs; apt-get -o APT::Sandbox::User=root download -qq $LIB_PACKAGES; for d in *.deb; do dpkg-deb -x \$d /opt/rocm-libs; done; rm -rf /tmp/libdebs" \
       || die "downloading the ROCm library headers failed (see above)."
   fi
   # cc/c++ for cargo's linker and the cc crate: the ROCm clang (the root has no gcc).
