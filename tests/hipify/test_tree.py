@@ -371,3 +371,35 @@ def test_existing_output_is_updated_file_by_file(tmp_path: Path, write: Write, m
     assert res.written  # what the interrupted run did not write
     assert b"hipFree(0)" in (out / "checksum.hip").read_bytes()
     assert not hipify_tree([tmp_path / "src"], out, OPTS).written
+
+
+def test_include_through_an_unknown_include_dir_follows_the_rename(tmp_path: Path, write: Write) -> None:
+    """<helper_cuda.h> from a project's Common/ (a -I directory hipify is not told about): the one file of the
+    tree ending in the spelling is the target, so the include follows its rename; an ambiguous or a relative
+    spelling, or a header nobody renames, is left alone."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    write(
+        src,
+        {
+            "Common/helper_cuda.h": "#pragma once\n#include <cuda_runtime.h>\ncudaError_t check();\n",
+            "Common/cuda/detail.h": "#pragma once\ncudaStream_t s;\n",
+            "Common/plain.h": "#pragma once\nint plain();\n",
+            "a/util.h": "cudaEvent_t e;\n",
+            "b/util.h": "cudaEvent_t e;\n",
+            "Samples/x/x.cu": (
+                '#include <helper_cuda.h>\n#include "cuda/detail.h"\n#include <plain.h>\n#include <util.h>\n'
+                "#include <../Common/helper_cuda.h>\n#include <stdio.h>\n"
+            ),
+        },
+    )
+    hipify_tree([src], out, OPTS)
+    lines = (out / "Samples/x/x.hip").read_text().splitlines()
+    assert lines == [
+        "#include <helper_hip.h>",  # renamed (cuda -> hip in a changed file's name)
+        '#include "hip/detail.h"',  # a directory named cuda is renamed in the output
+        "#include <plain.h>",  # unchanged header: same name
+        "#include <util.h>",  # two candidates: left alone
+        "#include <../Common/helper_cuda.h>",  # a relative spelling is not guessed at
+        "#include <stdio.h>",
+    ]
+    assert (out / "Common/helper_hip.h").is_file() and (out / "Common/hip/detail.h").is_file()

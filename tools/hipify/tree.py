@@ -489,7 +489,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
 
     # Resolve project includes: includer dir first ("..."), then every source directory root.
     root_strs = [str(r) for r in roots]
-    resolved: dict[str, list[tuple[int, _Source, bool]]] = {}
+    resolved: dict[str, list[tuple[int, _Source, str]]] = {}
     joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
 
     def join(base: str, spelling: str) -> str:
@@ -497,6 +497,26 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         if hit is None:
             hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
         return hit
+
+    # An include found neither next to the includer nor under a source root is reached through an include
+    # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
+    # the one file of the tree whose path ends in the spelling (none or several: left alone).
+    by_name: dict[str, list[_Source]] | None = None
+
+    def by_suffix(spelling: str) -> _Source | None:
+        nonlocal by_name
+        parts = spelling.split("/")
+        if ".." in parts or "." in parts or "" in parts:
+            return None
+        if by_name is None:
+            by_name = {}
+            for src in srcs:
+                by_name.setdefault(src.path.name, []).append(src)
+        tail = "/" + spelling
+        hits = [c for c in by_name.get(parts[-1], ()) if str(c.path).endswith(tail)]
+        if len(hits) != 1 or by_key[str(hits[0].path)][1].mode == "error":
+            return None
+        return hits[0]
 
     for s, p in zip(srcs, procs):
         if not p.includes:
@@ -509,14 +529,20 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             for base, local in ([] if angled else [(own_dir, True)]) + bases:
                 found = by_key.get(join(base, spelling))
                 if found is not None and found[1].mode != "error":
-                    links.append((idx, found[0], local))
+                    links.append((idx, found[0], "local" if local else "root"))
                     break
+            else:
+                target = by_suffix(spelling)
+                if target is not None and target.path != s.path:
+                    links.append((idx, target, "dir"))
         if links:
             resolved[str(s.path)] = links
 
-    def new_spelling(includer: _Source, target: _Source, local: bool) -> str:
+    def new_spelling(includer: _Source, target: _Source, how: str, spelling: str) -> str:
+        if how == "dir":  # as many trailing components of the output as the spelling has (renamed alike)
+            return "/".join(out_info(target)[1].split("/")[-(spelling.count("/") + 1) :])
         # Relative to the includer's output directory, or to the output root for a source-root base.
-        out_base = out_info(includer)[2] if local else out_root
+        out_base = out_info(includer)[2] if how == "local" else out_root
         return _relative(out_info(target)[1], out_base)
 
     # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
@@ -527,8 +553,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             if changed[src_key]:
                 continue
             includer, proc = by_key[src_key]
-            for idx, target, local in links:
-                if new_spelling(includer, target, local) != proc.includes[idx][2]:
+            for idx, target, how in links:
+                if new_spelling(includer, target, how, proc.includes[idx][2]) != proc.includes[idx][2]:
                     changed[src_key] = True
                     moved = True
                     break
@@ -590,9 +616,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 continue
             claimed[dst] = s.path
             edits: list[tuple[int, int, str]] = []
-            for idx, target, local in resolved.get(str(s.path), ()):
+            for idx, target, how in resolved.get(str(s.path), ()):
                 start, end, spelling, _angled = p.includes[idx]
-                new = new_spelling(s, target, local)
+                new = new_spelling(s, target, how, spelling)
                 if new != spelling:
                     edits.append((start, end, new))
             edits.sort(reverse=True)
