@@ -128,7 +128,7 @@ def test_report_has_every_section(tmp_path: Path) -> None:
 
 def test_bad_report_name_is_a_usage_error(tools_cli: Runner, bare_env: dict[str, str], tmp_path: Path) -> None:
     proc = tools_cli("port", HAZARDS / "clean.cu", "--report", tmp_path / "r.txt", env=bare_env)
-    assert proc.returncode == 2 and "must end in .md or .html" in proc.stderr
+    assert proc.returncode == 2 and "must end in .md, .html or .json" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

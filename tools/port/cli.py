@@ -61,7 +61,9 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--no-cuda", action="store_true", help="skip the CUDA side (reported as skipped)")
     ap.add_argument("--no-rocm", action="store_true", help="skip the ROCm side (reported as skipped)")
-    ap.add_argument("--report", type=Path, metavar="FILE", help="write a report: FILE.md (Markdown) or FILE.html")
+    ap.add_argument(
+        "--report", type=Path, metavar="FILE", help="write a report: FILE.md (Markdown), FILE.html or FILE.json"
+    )
     ap.add_argument("--strict", action="store_true", help="also fail when a side is skipped (no toolkit)")
     ap.add_argument("--project", type=Path, default=PROJECT, metavar="DIR", help="the monarch-runtime checkout")
     ap.add_argument("--mappings", type=Path, metavar="FILE", help="hipify mapping overrides (TSV or JSON)")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tools.errors import ToolError
 from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree
+from tools.port.classify import CLASSES, Cause, Classifier, Project
 from tools.port.linemap import LineMap
 from tools.port.sources import COMPILE_SUFFIXES, Staged, resolve_includes, stage
 from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env
@@ -79,6 +80,8 @@ class UnitResult:
     output: str  # the compiler's messages, hipified paths and lines mapped back to the CUDA source
     diagnostics: list[Diagnostic]
     seconds: float
+    raw_output: str = ""  # the messages as the compiler printed them (paths of the files it read)
+    cause: Cause | None = None  # why it failed (ROCm side; tools/port/classify.py)
 
     @property
     def ok(self) -> bool:
@@ -172,7 +175,9 @@ class PortResult:
             if side.status == "failed":
                 first = next(iter(side.errors), None)
                 where = f": {first.location()}: {first.message}" if first else ""
-                out.append(f"the {side.label} side does not compile{where}")
+                cause = next((u.cause for u in side.units if u.cause is not None), None)
+                why = f" [{cause.cls}: {cause.label}]" if cause is not None else ""
+                out.append(f"the {side.label} side does not compile{where}{why}")
             elif side.status == "skipped" and strict:
                 out.append(f"the {side.label} side was skipped (--strict): {first_sentence(side.side.skipped)}")
         return out
@@ -286,7 +291,54 @@ def _compile(
     except OSError as err:
         rc, output = 127, f"{cmd[0]}: cannot run: {err.strerror or err}\n"
     mapped = mapper.text(output) if side.name == "rocm" else output
-    return UnitResult(source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), time.perf_counter() - started)
+    took = time.perf_counter() - started
+    return UnitResult(source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), took, raw_output=output)
+
+
+def explain_failures(
+    side: SideResult, hipified: HipifyResult, staged: Staged, request: PortRequest, findings: Sequence[Finding]
+) -> list[Finding]:
+    """Classify every failed unit of the ROCm side (``UnitResult.cause``) and return one blocking finding per
+    unit naming the cause (tools/port/classify.py), positioned on the unit (at the error when it is there)."""
+    from tools.hipify.mapping import load_database  # noqa: PLC0415 - only when a compile failed
+
+    tc = side.side.toolchain
+    origin = {out: staged.original(src) for src, out in hipified.outputs.items()}
+    hip_include = tc.root / "include" / "hip" if tc is not None and tc.root is not None else None
+    cuda_home = request.environ.get("CUDA_HOME") or request.environ.get("CUDA_PATH") or ""
+    cuda_include = Path(cuda_home) / "include" if cuda_home else None
+    classifier = Classifier(
+        db=load_database(request.mappings),
+        hip_version=hipified.hip_version,
+        hip_include=hip_include,
+        project=Project(hipified.outputs.values(), origin=origin),
+        findings=findings,
+        arch=", ".join(tc.archs) if tc is not None else "",
+        cuda_include=cuda_include,
+    )
+    out: list[Finding] = []
+    for unit in side.units:
+        if unit.ok:
+            continue
+        cause = classifier.classify(unit.source, unit.compiled, unit.raw_output, unit.command)
+        unit.cause = cause
+        in_unit = cause.file and Path(os.path.abspath(cause.file)) == unit.source
+        reported = f" (hipify reported it at {cause.reported})" if cause.reported else ""
+        out.append(
+            Finding(
+                unit.source,
+                cause.line if in_unit else 0,
+                cause.column if in_unit else 0,
+                cause.subject or unit.source.name,
+                kind="compile",
+                reason=f"does not compile for ROCm: {CLASSES[cause.cls].split(' (')[0]}: {cause.reason}{reported}"
+                + ("" if in_unit or not cause.file else f" [at {cause.location()}]"),
+                suggestion=cause.suggestion,
+                blocking=True,
+                rule=cause.cls,
+            )
+        )
+    return out
 
 
 def _diff(original: Path, staged_src: Path, output: Path, out_root: Path) -> FileDiff:
@@ -405,6 +457,10 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
             done += 1
             tick(done, total, f"{SIDE_LABEL[side.name]} {shown(unit_result.source)}")
             side_results[side.name].units.append(unit_result)
+    rocm_side = side_results.get("rocm")
+    if rocm_side is not None and any(not u.ok for u in rocm_side.units):
+        findings += explain_failures(rocm_side, result, staged, request, findings)
+        findings.sort(key=Finding.sort_key)
     return PortResult(
         request=request,
         sources=files,

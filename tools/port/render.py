@@ -137,6 +137,10 @@ def format_side(side: SideResult, style: Style) -> list[str]:
     for unit in side.units:
         word = style("ok", "green", "bold") if unit.ok else style("FAILED", "red", "bold")
         lines.append(f"  {label}  {word}  {shown(unit.source)} ({archs})  {unit.seconds:.1f} s")
+        if unit.cause is not None:
+            cause = unit.cause
+            lines.append(f"    {style('cause:', 'bold')} [{cause.cls}] {cause.label}: {cause.reason}")
+            lines.append(f"    {style('fix:', 'cyan')} {cause.suggestion}")
         shown_diags = unit.diagnostics[:MAX_DIAGNOSTICS]
         for d in shown_diags:
             lines += format_diagnostic(d, style)

@@ -8,6 +8,7 @@ back to the CUDA source and the source line they point at.
 from __future__ import annotations
 
 import html
+import json
 import os
 import shlex
 from pathlib import Path
@@ -17,14 +18,15 @@ from tools.port.engine import PortResult, SideResult, first_sentence, shown
 from tools.port.render import caret_line, source_line
 from tools.port.toolkits import SIDE_LABEL, SIDES, display_archs
 
-FORMATS = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html"}
+FORMATS = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".json": "json"}
+JSON_SCHEMA = "monarch-runtime/port-report/v1"
 SECTIONS = ("Summary", "Findings", "CUDA compile", "ROCm compile", "CUDA -> HIP diff")
 
 
 def report_format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ToolError(f"report {path}: the file name must end in .md or .html (the format is chosen by it)")
+        raise ToolError(f"report {path}: the file name must end in .md, .html or .json (the format is chosen by it)")
     return fmt
 
 
@@ -82,6 +84,9 @@ def _md_side(side: SideResult | None, name: str) -> list[str]:
     for unit in side.units:
         verdict = "compiles" if unit.ok else f"**FAILS** (exit status {unit.returncode})"
         lines += [f"### `{shown(unit.source)}`: {verdict} in {unit.seconds:.1f} s", ""]
+        if unit.cause is not None:
+            c = unit.cause
+            lines += [f"**Cause** (`{c.cls}`, {c.label}): {c.reason}", "", f"Fix: {c.suggestion}", ""]
         if unit.diagnostics:
             lines += ["| where (CUDA source) | severity | message |", "|---|---|---|"]
             lines += [
@@ -167,6 +172,12 @@ def _html_side(side: SideResult | None, name: str) -> list[str]:
             else f'<span class="fail">FAILS</span> (exit status {unit.returncode})'
         )
         out.append(f"<h3><code>{_e(shown(unit.source))}</code>: {verdict} in {unit.seconds:.1f} s</h3>")
+        if unit.cause is not None:
+            c = unit.cause
+            out.append(
+                f"<p><b>Cause</b> (<code>{_e(c.cls)}</code>, {_e(c.label)}): {_e(c.reason)}</p>"
+                f"<p>Fix: {_e(c.suggestion)}</p>"
+            )
         if unit.diagnostics:
             out.append("<table><tr><th>where (CUDA source)</th><th>severity</th><th>message</th></tr>")
             for d in unit.diagnostics:
@@ -238,14 +249,57 @@ def html_report(result: PortResult, *, title: str, strict: bool) -> str:
     return "\n".join(out) + "\n"
 
 
+# -- JSON (tools/port/data/port-report.schema.json) -------------------------------------------------------
+def json_report(result: PortResult, *, title: str, strict: bool) -> dict[str, object]:
+    problems = result.problems(strict)
+    sides: dict[str, object] = {}
+    for name in SIDES:
+        side = result.sides.get(name)
+        if side is None:
+            continue
+        sides[name] = {
+            "status": side.status,
+            "skipped": side.side.skipped,
+            "archs": display_archs(side.side),
+            "units": [
+                {
+                    "source": str(u.source),
+                    "compiled": str(u.compiled),
+                    "ok": u.ok,
+                    "returncode": u.returncode,
+                    "seconds": round(u.seconds, 3),
+                    "command": list(u.command),
+                    "errors": [
+                        {"location": d.location(), "severity": d.severity, "message": d.message} for d in u.errors
+                    ],
+                    "cause": u.cause.to_json() if u.cause is not None else None,
+                }
+                for u in side.units
+            ],
+        }
+    return {
+        "schema": JSON_SCHEMA,
+        "title": title,
+        "verdict": "FAILED" if problems else "passes",
+        "problems": problems,
+        "hip_version": _version(result.hip_version) if result.hip_version else None,
+        "files": [str(p) for p in result.sources],
+        "findings": [f.to_json() for f in result.findings],
+        "blocking": len(result.blocking),
+        "sides": sides,
+        "seconds": round(result.seconds, 3),
+    }
+
+
 def write_report(path: Path, result: PortResult, *, title: str, strict: bool) -> Path:
     """Write the report atomically; the format follows the file name."""
     fmt = report_format(path)
-    text = (
-        html_report(result, title=title, strict=strict)
-        if fmt == "html"
-        else markdown(result, title=title, strict=strict)
-    )
+    if fmt == "json":
+        text = json.dumps(json_report(result, title=title, strict=strict), indent=1) + "\n"
+    elif fmt == "html":
+        text = html_report(result, title=title, strict=strict)
+    else:
+        text = markdown(result, title=title, strict=strict)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -89,14 +89,21 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
             "-o",
             os.fspath(obj),
         ]
-    assert tc.root is not None and tc.device_lib_dir is not None
+    assert tc.root is not None
+    # HIP 5.2 (Debian 12) keeps the device bitcode in its own directory, which clang-15 must be told; HIP 6.4
+    # and 7.2 keep it in clang's resource directory, where clang finds it: no flag (detection leaves it None).
+    bitcode = [f"--hip-device-lib-path={tc.device_lib_dir}"] if tc.device_lib_dir is not None else []
+    # A code object version chosen by detection (what the target runtime loads), when it chose one.
+    code_object = getattr(tc, "code_object_version", None)
+    cov = [f"-mcode-object-version={code_object}"] if isinstance(code_object, int) else []
     return [
         os.fspath(tc.compiler),
         "-x",
         "hip",
         *[f"--offload-arch={a}" for a in tc.archs],
         f"--rocm-path={tc.root}",
-        f"--hip-device-lib-path={tc.device_lib_dir}",
+        *bitcode,
+        *cov,
         "-std=c++17",
         "-fPIC",
         *includes,
