@@ -255,9 +255,12 @@ class Project:
         self._includers: dict[Path, list[Path]] | None = None
 
     def shown(self, path: Path) -> str:
-        from tools.port.engine import shown  # noqa: PLC0415 - engine imports this module
-
-        return shown(self.origin.get(Path(os.path.normpath(path)), path))
+        """The file the user edits, relative to the current directory when under it."""
+        p = self.origin.get(Path(os.path.normpath(path)), path)
+        try:
+            return p.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return str(p)
 
     def _map(self, path: Path) -> LineMap | None:
         if path not in self._maps:
