@@ -18,6 +18,7 @@ from build_backend.settings import Settings
 from build_backend.toolchain import Toolchain
 
 CMAKE_PROJECT = Path(__file__).resolve().parent / "cmake"
+GLIBC_GUARD = CMAKE_PROJECT / "glibc_floor.h"  # see the header and toolchain/rocm.py
 MIN_CMAKE = (3, 28)
 
 
@@ -111,6 +112,9 @@ def build_bridge(
             f"-DCMAKE_HIP_ARCHITECTURES={';'.join(toolchain.archs)}",
             f"-DCMAKE_HIP_FLAGS=--rocm-path={hip_root} --hip-device-lib-path={device_libs}",
             f"-DCMAKE_PREFIX_PATH={hip_root}",
+            "-DMONARCH_DEVICE_OPTIONS="
+            + (f"-mcode-object-version={toolchain.code_object_version}" if toolchain.code_object_version else ""),
+            f"-DMONARCH_GLIBC_GUARD={GLIBC_GUARD if toolchain.glibc_guard else ''}",
         ]
     env = {**environ, **toolchain.env}
     fix = "Check the compiler messages above; `python -m tools check` compiles csrc/ for both platforms."

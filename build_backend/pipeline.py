@@ -22,6 +22,7 @@ from build_backend.errors import BuildError
 from build_backend.lock import build_lock
 from build_backend.paths import Layout, make_layout
 from build_backend.process import private_tmpdir
+from build_backend.toolchain import rocm
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -74,7 +75,7 @@ def build_info(
     tc: toolchain.Toolchain, meta: wheel.Metadata, debug: bool, registered: tuple[kernels.Kernel, ...]
 ) -> dict[str, object]:
     archs = [f"sm_{a}" for a in tc.archs] if tc.platform == "cuda" else list(tc.archs)
-    return {
+    info: dict[str, object] = {
         "platform": tc.platform,
         "version": meta.version,
         "archs": archs,
@@ -82,10 +83,18 @@ def build_info(
         "toolkit_version": tc.version_text,
         "collective": tc.collective,
         "collective_library": tc.collective_soname,
+        "collective_header_version": tc.collective_header_version,
         "debug": debug,
         # Kernels from csrc/manifest.toml; callable on GPU builds (the CPU build compiles no device code).
         "kernels": [k.name for k in registered],
     }
+    if tc.platform == "rocm":
+        # What the machine that runs the wheel needs (docs/rocm.md): this HIP runtime, and a ROCm release
+        # whose runtime loads this code-object version.
+        info["hip_runtime"] = tc.runtime_soname
+        info["code_object_version"] = tc.code_object_version
+        info["oldest_rocm_runtime"] = rocm.target_for(tc.version).oldest_runtime if tc.version else None
+    return info
 
 
 @dataclass(frozen=True)

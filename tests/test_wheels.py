@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -190,14 +191,29 @@ def test_collective_stub_from_rccl_header_satisfies_the_bridge(
 ) -> None:
     """Test-only RCCL link stub generated from the real rccl.h: the bridge resolves every function it
     needs from it (so the names match the header). Never shipped, never on the run-time path."""
-    stub = build_stub(toolchains.rccl_home / "include" / "rccl" / "rccl.h", tmp_path)
+    header = toolchains.rccl_home / "include" / "rccl" / "rccl.h"
+    stub = build_stub(header, tmp_path)
     env = {**os.environ, "MONARCH_COLLECTIVE_LIBRARY": str(stub)}
     info = probe(installed["rocm"], env)["info"]
     assert isinstance(info, dict)
     assert info["collective_loaded"] is True, info
-    assert info["collective_version"] is None  # the stub answers ncclSystemError to every call
-    assert "ncclGetVersion failed" in str(info.get("collective_error", "")) or info.get("collective_error") is None
+    header_version = int(re.search(r"#define\s+NCCL_VERSION_CODE\s+(\d+)", header.read_text()).group(1))
+    assert info["collective_version"] == header_version  # the stub answers the header's version
+    assert info["collective_header_version"] == header_version
     # And it never ends up in a wheel.
     for flavour in ("cpu", "cuda", "rocm"):
         with zipfile.ZipFile(installed[flavour].wheel) as zf:
             assert not any("rccl" in n.lower() for n in zf.namelist())
+
+
+def test_collective_library_of_another_api_major_is_refused(
+    installed: dict[str, InstalledWheel], toolchains: Toolchains, tmp_path: Path
+) -> None:
+    """A collective library whose API major differs from the header the wheel was built with is not used:
+    collective_loaded is false and the reason names both versions."""
+    stub = build_stub(toolchains.rccl_home / "include" / "rccl" / "rccl.h", tmp_path, version=30102)
+    info = probe(installed["rocm"], {**os.environ, "MONARCH_COLLECTIVE_LIBRARY": str(stub)})["info"]
+    assert isinstance(info, dict)
+    assert info["collective_loaded"] is False, info
+    error = str(info.get("collective_error"))
+    assert "3.1.2" in error and "built against" in error, error

@@ -67,9 +67,14 @@ fn with_result(py: Python<'_>, err: PyErr, result: Option<i32>) -> PyErr {
 
 fn to_py(err: Error) -> PyErr {
     Python::attach(|py| match err {
+        // The runtime's own name first (hipErrorNoDevice on ROCm), then the CUDA name it maps to.
         Error::Cuda(e) if e.is_no_device() => NoDeviceError::new_err(format!(
             "no usable GPU ({}): {}. The {} build needs a driver and a device.",
-            e.name,
+            if e.platform_name == e.name {
+                e.name.clone()
+            } else {
+                format!("{}, CUDA's {}", e.platform_name, e.name)
+            },
             e.message,
             rocm_compat::PLATFORM
         )),

@@ -1,0 +1,52 @@
+"""Stage 1: find the toolkit for the requested platform, and check the requested architectures.
+
+Everything that depends on *which* machine builds (paths, versions, the collective library) is decided
+here and nowhere else; later stages only read the :class:`Toolchain` this returns. Each toolkit's
+detection is a module of its own that says where it looks and why: :mod:`build_backend.toolchain.cuda`,
+:mod:`build_backend.toolchain.rocm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from build_backend.errors import BuildError
+from build_backend.settings import Settings
+from build_backend.toolchain import cuda, rocm
+from build_backend.toolchain.model import Toolchain, env_path
+
+__all__ = ["Toolchain", "choose_platform", "detect"]
+
+
+def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
+    platform = choose_platform(settings, environ)
+    if platform == "cpu":
+        if settings.archs:
+            raise BuildError(
+                f"archs={';'.join(settings.archs)} (from {settings.origin('archs')}) was given for the "
+                "CPU build, which compiles no device code. Drop archs, or choose -C platform=cuda|rocm."
+            )
+        return Toolchain(platform="cpu")
+    if platform == "cuda":
+        return cuda.detect(settings, environ)
+    return rocm.detect(settings, environ)
+
+
+def choose_platform(settings: Settings, environ: Mapping[str, str]) -> str:
+    """``-C platform`` when given; else rocm when ROCM_HOME/ROCM_PATH is set, cuda when CUDA_HOME/CUDA_PATH
+    is, cpu when neither; both set is an error."""
+    if settings.platform != "auto":
+        return settings.platform
+    found_cuda = env_path(environ, cuda.ENV)
+    found_rocm = env_path(environ, rocm.ENV)
+    if found_cuda and found_rocm:
+        raise BuildError(
+            f"both toolkits are set: {found_cuda[0]}={found_cuda[1]} and {found_rocm[0]}={found_rocm[1]}, so the "
+            "platform is ambiguous. Unset one of them, or choose explicitly with -C platform=cuda or "
+            "-C platform=rocm (or MONARCH_PLATFORM=...)."
+        )
+    if found_rocm:
+        return "rocm"
+    if found_cuda:
+        return "cuda"
+    return "cpu"
