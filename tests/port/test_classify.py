@@ -260,3 +260,44 @@ def test_real_hip_clang_failures_in_the_rocm64_root(tmp_path: Path) -> None:
         cause = c.classify(unit, unit, output, ["clang++-21", "-I/opt/rocm-libs/usr/include"])
         got[name] = (cause.cls, cause.subject)
     assert got == EXPECT, json.dumps(got, indent=1)
+
+
+# -- tools port inside a root (ROCM_HOME=/usr, the repository bound at its own path) ------------------------------
+BROKEN = (
+    "#include <cuda_runtime.h>\n#include <cublas_v2.h>\n"
+    "__global__ void k(float* p) { p[threadIdx.x] = 0; }\n"
+    "void f() { cudaStreamAttrValue v; (void)v; }\n"
+)
+
+
+@pytest.mark.slow
+def test_port_inside_the_rocm72_root_targets_its_hip_and_names_the_cause(tmp_path: Path) -> None:
+    require_root("7.2")
+    repo = Path(__file__).resolve().parents[2]
+    unit = tmp_path / "k.cu"
+    unit.write_text(BROKEN)
+    runs = {}
+    for label, extra in (("found", []), ("explicit", ["--hip-version", "6.4"])):
+        report = tmp_path / f"{label}.json"
+        argv = ["python3", "-m", "tools", "port", str(unit), "--no-cuda", "--rocm-archs", "gfx942", "--no-diff"]
+        proc = run_in_root(
+            "7.2",
+            [*argv, *extra, "--report", str(report)],
+            binds=[repo, tmp_path],
+            env={"ROCM_HOME": "/usr"},
+            cwd=repo,
+            timeout=300,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        runs[label] = json.loads(report.read_text())
+    found, explicit = runs["found"], runs["explicit"]
+    assert found["hip_version"] == "7.2" and explicit["hip_version"] == "6.4"  # the root's HIP, or --hip-version
+    unit_result = found["sides"]["rocm"]["units"][0]
+    assert not unit_result["ok"] and unit_result["cause"]["class"] == "missing-header"
+    assert unit_result["cause"]["subject"] == "hipblas.h" and "hipblas/hipblas.h" in unit_result["cause"]["reason"]
+    compile_findings = [f for f in found["findings"] if f["kind"] == "compile"]
+    assert [(f["rule"], f["line"], f["blocking"]) for f in compile_findings] == [("missing-header", 2, True)]
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
+    jsonschema.validate(found, schema)
