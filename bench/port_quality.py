@@ -288,6 +288,11 @@ def main() -> int:
     ap.add_argument("--work", type=Path, help="keep translations and results here (default: a temporary directory)")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel compiles / hipify-clang runs")
     ap.add_argument("--json", type=Path, help="write every result here")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --work: reuse hipify_torch's and hipify-clang's translations from a run before",
+    )
     ap.add_argument("--compile-worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--hipify-clang-worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -353,21 +358,32 @@ def one_corpus(
         f"{', '.join(archs)}",
         flush=True,
     )
-    if work.exists():
+    if work.exists() and not args.reuse:
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     jobs: dict[str, dict[str, object]] = {}
     timing: dict[str, float] = {}
     notes: dict[str, str] = {}
     findings: list[dict[str, object]] = []
     for engine in engines:
         out = work / engine
-        if engine == "ours":
+        saved = work / f"{engine}.translation.json"
+        if args.reuse and engine != "ours" and saved.is_file():  # hipify_torch and hipify-clang ignore --hip
+            data = json.loads(saved.read_text())
+            took, mapping, notes[engine] = float(data["seconds"]), dict(data["mapping"]), str(data["note"])
+        elif engine == "ours":
+            if out.exists():
+                shutil.rmtree(out)
             took, mapping, findings = run_ours(corpus, out, args.hip)
         elif engine == "hipify_torch":
+            if out.exists():
+                shutil.rmtree(out)
             took, mapping = run_hipify_torch(corpus, out, args.hipify_torch.resolve(), include_dirs, bad)
             notes[engine] = f"{len(bad)} non-UTF-8 files left out (it stops on them)" if bad else ""
         else:
+            if out.exists():
+                shutil.rmtree(out)
+            out.mkdir(parents=True)
             took, mapping, failed = run_hipify_clang(
                 corpus, out, files, include_dirs, args.cuda_headers.resolve(), root72, args.jobs
             )
@@ -378,6 +394,7 @@ def one_corpus(
                 f"{args.jobs} in parallel"
             )
         timing[engine] = took
+        saved.write_text(json.dumps({"seconds": took, "mapping": mapping, "note": notes.get(engine, "")}))
         out_of = {Path(s): Path(o) for s, o in mapping.items()}
         unit_jobs = [[str(u), str(out_of[u])] for u in units if u in out_of and out_of[u].is_file()]
         inc = [str(out_of_dir(corpus / d, corpus, out, out_of)) for d in include_dirs]

@@ -470,28 +470,33 @@ class Classifier:
                 break
             notes.append(m)
         compiled = Path(os.path.normpath(compiled))
+        handled: Cause | None = None  # a handler's own "other" (it says more than the bare error)
+        for pattern, handler in diagnostic_rules():
+            hit = pattern.match(root.text)
+            if hit is not None:
+                groups = {k: v or "" for k, v in hit.groupdict().items()}
+                handled = _HANDLERS[handler](self, root, notes, groups, compiled, list(command))
+                if handled is not None and handled.cls != "other":
+                    return handled
+                break
+        # Nothing more precise: a file another project file #includes is a fragment of that one's unit (a
+        # dual-use file that fails for a precise reason, a missing header say, is classified by it above).
         includers = [f for f in self.project.includers(compiled) if f != compiled]
         if includers:
             names = ", ".join(self.project.shown(f) for f in includers[:3])
             return self._cause(
                 "not-standalone",
-                unit.name,
+                compiled.name,
                 f"{self.project.shown(compiled)} is #included by {names}: it is part of that unit, not a unit of "
                 f"its own (first error: {root.text})",
                 f"compile {self.project.shown(includers[0])} instead, and leave this file out of the units",
                 root,
             )
-        for pattern, handler in diagnostic_rules():
-            hit = pattern.match(root.text)
-            if hit is not None:
-                groups = {k: v or "" for k, v in hit.groupdict().items()}
-                cause = _HANDLERS[handler](self, root, notes, groups, compiled, list(command))
-                if cause is not None:
-                    return cause
-                break
         fallback = self.scan(root, compiled)
         if fallback is not None:
             return fallback
+        if handled is not None:
+            return handled
         where = "in HIP's own headers, " if self._in_hip_headers(root.file) else ""
         return self._cause(
             "other",
