@@ -676,6 +676,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         hip_version=hip_version,
         database={
             "source": db.source,
+            "source_version": db.source_version,
             "source_commit": db.source_commit,
             "fingerprint": db.fingerprint,
             "entries": str(len(db)),
