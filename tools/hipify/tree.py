@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
+from tools.hipify import insert
 from tools.hipify.cache import code_fingerprint, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
@@ -129,7 +130,21 @@ _IncludeTuple = tuple[int, int, str, bool]
 
 
 class _Processed:
-    __slots__ = ("changed", "data", "defines", "error", "evicted", "findings", "includes", "mode", "path", "sha")
+    __slots__ = (
+        "changed",
+        "data",
+        "defines",
+        "error",
+        "evicted",
+        "facts",
+        "findings",
+        "includes",
+        "insert_at",
+        "insert_line",
+        "mode",
+        "path",
+        "sha",
+    )
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -142,6 +157,9 @@ class _Processed:
         self.includes: list[_IncludeTuple] = []
         self.defines: list[str] = []
         self.error = ""
+        self.facts = 0  # what the file uses and includes (tools/hipify/insert.py)
+        self.insert_at = 0  # where lines added by the tree pass go, in the translated bytes
+        self.insert_line = 1  # the line there
 
     def record(self) -> dict[str, object]:
         """What the next run needs to reuse this result (see _from_cache)."""
@@ -152,7 +170,14 @@ class _Processed:
             "findings": [list(f) for f in self.findings],
             "includes": [list(i) for i in self.includes],
             "defines": self.defines,
+            "facts": [self.facts, self.insert_at, self.insert_line],
         }
+
+    def locate_insertion(self) -> None:
+        """Where added lines would go in ``data`` (the translated bytes)."""
+        data = self.data or b""
+        self.insert_at = insert.insertion_point(data)
+        self.insert_line = data.count(b"\n", 0, self.insert_at) + 1
 
 
 def _process(
@@ -174,6 +199,10 @@ def _process(
     tr = _translator(*key)
     fr = tr.translate(data)
     raw: list[RawFinding] = list(fr.findings)
+    if b"hipify:" in data and any(f.kind == "hazard" for f in raw):  # "// hipify: ignore(rule)" on the line
+        from tools.hipify.lint import silenced  # noqa: PLC0415 - rare
+
+        raw = [f for f in raw if f.kind != "hazard" or not silenced(data, f.offset, f.rule)]
     if lint:
         from tools.hipify.lint import lint_bytes  # noqa: PLC0415 - lazy: lint is optional
 
@@ -184,6 +213,8 @@ def _process(
     res.changed = fr.changed
     res.includes = [(i.out_start, i.out_end, i.spelling, i.angled) for i in fr.includes]
     res.defines = fr.defines
+    res.facts = fr.facts
+    res.locate_insertion()
     return res
 
 
@@ -514,6 +545,11 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         if links:
             resolved[str(s.path)] = links
 
+    tr = _translator(*key)
+    additions = _additions(srcs, procs, resolved, tr.target.sync_define)
+    for src_key in additions:
+        changed[src_key] = True
+
     def new_spelling(includer: _Source, target: _Source, local: bool) -> str:
         # Relative to the includer's output directory, or to the output root for a source-root base.
         out_base = out_info(includer)[2] if local else out_root
@@ -595,6 +631,12 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 new = new_spelling(s, target, local)
                 if new != spelling:
                     edits.append((start, end, new))
+            added = additions.get(str(s.path))
+            if added is not None:
+                define, header = added
+                text = insert.render(define, header, bool(p.facts & insert.CRLF))
+                edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
+                findings += _addition_findings(s.path, p.insert_line, define, header, tr.hip_version)
             edits.sort(reverse=True)
             outputs[s.path] = dst
             if p.mode == "copy":
@@ -683,7 +725,120 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         },
         engine=opts.engine,
         seconds=time.perf_counter() - started,
+        target=tr.target.describe(),
     )
+
+
+def _additions(
+    srcs: Sequence[_Source],
+    procs: Sequence[_Processed],
+    resolved: dict[str, list[tuple[int, _Source, bool]]],
+    sync_define: str | None,
+) -> dict[str, tuple[str | None, bytes | None]]:
+    """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
+    include), by source path; files that need neither are absent.
+
+    - The runtime: a file with device code that does not include hip/hip_runtime.h itself, nor through a project
+      header it includes (transitively, a header that gets the include counts), gets ``<hip/hip_runtime.h>``, as
+      nvcc's implicit include gave it; a file with only runtime API names, ``<hip/hip_runtime_api.h>`` (unless it
+      has either).
+    - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
+      that does (transitively), and does not define the macro itself: the macro must come before the first
+      HIP header of the translation unit, and a header's own definition may come too late."""
+    facts = {str(s.path): p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
+    links = {k: [str(t.path) for _i, t, _l in v] for k, v in resolved.items()}
+    out: dict[str, tuple[str | None, bytes | None]] = {}
+
+    def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
+        """Whether ``start`` or a header it includes (transitively) has ``bit`` (or ``extra``'s flag)."""
+        seen = {start}
+        todo = [start]
+        while todo:
+            k = todo.pop()
+            if facts.get(k, 0) & bit or (extra is not None and extra.get(k, False)):
+                return True
+            for nxt in links.get(k, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    # the runtime: decided for included headers before their includers (a header that gets the include
+    # provides it); a cycle is broken by the order of the walk
+    gets: dict[str, bytes | None] = {}
+    visiting: set[str] = set()
+
+    def runtime_for(k: str) -> bytes | None:
+        if k in gets:
+            return gets[k]
+        if k in visiting:
+            return None
+        visiting.add(k)
+        for nxt in links.get(k, ()):
+            runtime_for(nxt)
+        f = facts.get(k, 0)
+        provided = {n: h == insert.RUNTIME_HEADER for n, h in gets.items() if h is not None}
+        has_runtime = closure(k, insert.HAS_RUNTIME, provided)
+        header: bytes | None = None
+        if f & insert.USES_DEVICE and not has_runtime:
+            header = insert.RUNTIME_HEADER
+        elif f & insert.USES_API and not has_runtime:
+            api = {n: True for n, h in gets.items() if h is not None}
+            if not closure(k, insert.HAS_RUNTIME_API | insert.HAS_RUNTIME, api):
+                header = insert.RUNTIME_API_HEADER
+        gets[k] = header
+        visiting.discard(k)
+        return header
+
+    for k, f in facts.items():
+        header = runtime_for(k)
+        define = None
+        if sync_define is not None and not f & insert.DEFINES_SYNC and closure(k, insert.USES_SYNC):
+            define = sync_define
+        if header is not None or define is not None:
+            out[k] = (define, header)
+    return out
+
+
+def _addition_findings(
+    path: Path, line: int, define: str | None, header: bytes | None, hip_version: tuple[int, ...] | None
+) -> list[Finding]:
+    target = ".".join(map(str, hip_version)) if hip_version else "(newest)"
+    found = []
+    if define is not None:
+        found.append(
+            Finding(
+                path,
+                line,
+                1,
+                define,
+                kind="note",
+                reason=f"#define {define} added before the HIP headers: HIP {target} declares the warp *_sync "
+                "builtins and __activemask only with it (amd_warp_sync_functions.h); this file or a header it "
+                "includes uses them",
+                suggestion="none needed; or build with -D" + define,
+                blocking=False,
+                rule="warp-sync-define",
+            )
+        )
+    if header is not None:
+        name = header.decode("ascii")
+        why = "device code" if header == insert.RUNTIME_HEADER else "HIP runtime API names"
+        found.append(
+            Finding(
+                path,
+                line,
+                1,
+                name,
+                kind="note",
+                reason=f"#include <{name}> added: the file uses {why} without including it (nvcc includes the "
+                "CUDA runtime implicitly; HIP-Clang does not)",
+                suggestion="none needed; or include it in the CUDA source",
+                blocking=False,
+                rule="runtime-include",
+            )
+        )
+    return found
 
 
 def _relative(target: str, base: str) -> str:
@@ -712,6 +867,7 @@ def _apply_external(res: _Processed, ext: Callable[[str, bytes], bytes]) -> None
         (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<")
         for m in re.finditer(_INCLUDE_LINE, res.data, re.M)
     ]
+    res.locate_insertion()
 
 
 def _from_cache(path: str, entry: object) -> _Processed | None:
@@ -737,6 +893,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         ]
         res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3])) for i in entry["includes"]]
         res.defines = [str(d) for d in entry["defines"]]
+        res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
     except (KeyError, TypeError, ValueError, IndexError):
         return None
     return res
