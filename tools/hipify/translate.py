@@ -78,16 +78,20 @@ class RawFinding:
 
 
 class Include:
-    """A project ``#include`` left for the tree pass: where its path sits in the *output* bytes."""
+    """An ``#include`` for the tree pass (a project header, or a mapped header the project may have itself):
+    where its path sits in the *output* bytes."""
 
-    __slots__ = ("angled", "in_offset", "out_end", "out_start", "spelling")
+    __slots__ = ("angled", "in_offset", "mapped", "out_end", "out_start", "spelling")
 
-    def __init__(self, out_start: int, out_end: int, spelling: str, angled: bool, in_offset: int) -> None:
+    def __init__(  # noqa: PLR0917
+        self, out_start: int, out_end: int, spelling: str, angled: bool, in_offset: int, mapped: bool = False
+    ) -> None:
         self.out_start = out_start
         self.out_end = out_end
         self.spelling = spelling  # the path as written (Latin-1 decoded: lossless)
         self.angled = angled
         self.in_offset = in_offset
+        self.mapped = mapped  # the output has the database's HIP header there (a project file of that name wins)
 
     def __repr__(self) -> str:
         return f"Include({self.spelling!r}, out={self.out_start}:{self.out_end})"
@@ -482,7 +486,8 @@ class Translator:
             f.offset += 3
         res.data = _BOM + res.data
         res.includes = [
-            Include(i.out_start + 3, i.out_end + 3, i.spelling, i.angled, i.in_offset + 3) for i in res.includes
+            Include(i.out_start + 3, i.out_end + 3, i.spelling, i.angled, i.in_offset + 3, i.mapped)
+            for i in res.includes
         ]
         res.comment_spans = [(a + 3, b + 3) for a, b in res.comment_spans]
         return res
@@ -694,7 +699,7 @@ class Translator:
         """The finding of a downgrade: a dropped mask that named every lane is a note-worthy hazard, one that
         named some lanes or is computed at run time blocks (the mask-less form involves every active lane)."""
         mask = None
-        if dg.action == "drop-first-arg":
+        if dg.action in ("drop-first-arg", "replace-call") and data[start:end] in masks.MASKED:
             span = masks.first_argument(data, end)
             if span is not None:
                 mask = masks.classify(data, start, data[span[0] : span[1]])
@@ -787,6 +792,9 @@ class Translator:
             includes.append(Include(out_pstart, out_pstart + (pend - pstart), path.decode("latin-1"), angled, pstart))
             return None
         if repl:
+            # a header of the project's own with this name (cuda-samples' helper_cuda.h, ...) wins: the tree pass
+            # puts its path back when the spelling resolves to a source file
+            includes.append(Include(out_pstart, out_pstart + len(repl), path.decode("latin-1"), angled, pstart, True))
             return pstart, pend, repl
         # HIP needs no such header: comment the directive out
         line_start = data.rfind(b"\n", 0, mstart) + 1
@@ -859,7 +867,7 @@ def _downgrade_finding(offset: int, dg: Downgrade, mask: masks.Mask | None = Non
         dg.cuda_name,
         "hazard",
         f"HIP < {below} has no {dg.cuda_name}: rewritten to {replacement}"
-        + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
+        + (" without the lane mask" if mask is not None else ""),
         f"correct only when every lane of the mask is active; raise --hip-version to {below} to keep the mask",
         False,
         "sync-mask-dropped",
@@ -1238,6 +1246,6 @@ def convert_launches(
     for inc in includes:
         shift = sum(len(r) - (e - s) for s, e, r in edits if e <= inc.out_start)
         new_includes.append(
-            Include(inc.out_start + shift, inc.out_end + shift, inc.spelling, inc.angled, inc.in_offset)
+            Include(inc.out_start + shift, inc.out_end + shift, inc.spelling, inc.angled, inc.in_offset, inc.mapped)
         )
     return b"".join(parts), new_includes, failed

@@ -6,7 +6,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
@@ -52,21 +52,59 @@ _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
 _HIP_VERSION_RE = rb"#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)"
 
 
-def detect_hip_version(env: dict[str, str] | None = None) -> tuple[int, int] | None:
-    """The HIP version of the ROCm found ($ROCM_PATH, $ROCM_HOME, /opt/rocm, /usr), or None."""
+_ROCM_DIR_VERSION = r"rocm-(\d+)\.(\d+)(?:\.(\d+))?\Z"
+_INFO_VERSION = rb"\s*(\d+)\.(\d+)"
+_SHARE_VERSION_RE = rb"^HIP_VERSION_(MAJOR|MINOR)=(\d+)"
+
+
+def rocm_roots(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> list[str]:
+    """Where a ROCm is looked for, in order: $ROCM_PATH, $ROCM_HOME, /opt/rocm, AMD's versioned /opt/rocm-X.Y.Z
+    (newest first), /usr (Debian's packages). (The build backend has its own, canonical list.)"""
     environ = os.environ if env is None else env
-    roots = [environ.get("ROCM_PATH", ""), environ.get("ROCM_HOME", ""), "/opt/rocm", "/usr"]
-    for root in roots:
-        if not root:
-            continue
-        header = Path(root) / "include" / "hip" / "hip_version.h"
-        try:
-            text = header.read_bytes()
-        except OSError:
-            continue
-        found = {k.decode(): int(v) for k, v in re.findall(_HIP_VERSION_RE, text)}
-        if "MAJOR" in found and "MINOR" in found:
-            return (found["MAJOR"], found["MINOR"])
+    roots = [environ.get("ROCM_PATH", ""), environ.get("ROCM_HOME", ""), f"{opt_dir}/rocm"]
+    try:
+        versioned = [(m, name) for name in os.listdir(opt_dir) if (m := re.match(_ROCM_DIR_VERSION, name))]
+    except OSError:
+        versioned = []
+    versioned.sort(key=lambda item: tuple(int(g or 0) for g in item[0].groups()), reverse=True)
+    roots += [f"{opt_dir}/{name}" for _m, name in versioned]
+    roots.append("/usr")
+    return [r for r in roots if r]
+
+
+def hip_version_of(root: str) -> tuple[int, int] | None:
+    """The HIP version of one ROCm root: include/hip/hip_version.h, else AMD's .info/version (the ROCm release,
+    whose major.minor is HIP's), else share/hip/version (Debian); None when none is readable."""
+    base = Path(root)
+    try:
+        text = (base / "include" / "hip" / "hip_version.h").read_bytes()
+    except OSError:
+        text = b""
+    found = {k.decode(): int(v) for k, v in re.findall(_HIP_VERSION_RE, text)}
+    if "MAJOR" in found and "MINOR" in found:
+        return (found["MAJOR"], found["MINOR"])
+    try:
+        m = re.match(_INFO_VERSION, (base / ".info" / "version").read_bytes())
+    except OSError:
+        m = None
+    if m is not None:
+        return (int(m.group(1)), int(m.group(2)))
+    try:
+        text = (base / "share" / "hip" / "version").read_bytes()
+    except OSError:
+        return None
+    found = {k.decode(): int(v) for k, v in re.findall(_SHARE_VERSION_RE, text, re.M)}
+    if "MAJOR" in found and "MINOR" in found:
+        return (found["MAJOR"], found["MINOR"])
+    return None
+
+
+def detect_hip_version(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> tuple[int, int] | None:
+    """The HIP version of the first ROCm found (``rocm_roots``), or None."""
+    for root in rocm_roots(env, opt_dir):
+        version = hip_version_of(root)
+        if version is not None:
+            return version
     return None
 
 
@@ -125,8 +163,8 @@ def _translator(
 
 # (line, column, name, kind, reason, suggestion, blocking, rule)
 _FindingTuple = tuple[int, int, str, str, str, str, bool, str]
-# (out_start, out_end, spelling, angled)
-_IncludeTuple = tuple[int, int, str, bool]
+# (out_start, out_end, spelling, angled, mapped: the output has the database's header there)
+_IncludeTuple = tuple[int, int, str, bool, bool]
 
 
 class _Processed:
@@ -211,7 +249,7 @@ def _process(
     res.findings = [(*pos[f.offset], f.name, f.kind, f.reason, f.suggestion, f.blocking, f.rule) for f in raw]
     res.data = fr.data
     res.changed = fr.changed
-    res.includes = [(i.out_start, i.out_end, i.spelling, i.angled) for i in fr.includes]
+    res.includes = [(i.out_start, i.out_end, i.spelling, i.angled, i.mapped) for i in fr.includes]
     res.defines = fr.defines
     res.facts = fr.facts
     res.locate_insertion()
@@ -536,7 +574,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         own_dir = str(s.path.parent)
         bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
         bases += [(r, False) for r in root_strs]
-        for idx, (_a, _b, spelling, angled) in enumerate(p.includes):
+        for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
             for base, local in ([] if angled else [(own_dir, True)]) + bases:
                 found = by_key.get(join(base, spelling))
                 if found is not None and found[1].mode != "error":
@@ -564,7 +602,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 continue
             includer, proc = by_key[src_key]
             for idx, target, local in links:
-                if new_spelling(includer, target, local) != proc.includes[idx][2]:
+                if proc.includes[idx][4] or new_spelling(includer, target, local) != proc.includes[idx][2]:
                     changed[src_key] = True
                     moved = True
                     break
@@ -627,9 +665,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             claimed[dst] = s.path
             edits: list[tuple[int, int, str]] = []
             for idx, target, local in resolved.get(str(s.path), ()):
-                start, end, spelling, _angled = p.includes[idx]
+                start, end, spelling, _angled, mapped = p.includes[idx]
                 new = new_spelling(s, target, local)
-                if new != spelling:
+                if new != spelling or mapped:
                     edits.append((start, end, new))
             added = additions.get(str(s.path))
             if added is not None:
@@ -864,7 +902,7 @@ def _apply_external(res: _Processed, ext: Callable[[str, bytes], bytes]) -> None
     res.data = ext(res.path, original)
     res.changed = res.data != original
     res.includes = [
-        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<")
+        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<", False)
         for m in re.finditer(_INCLUDE_LINE, res.data, re.M)
     ]
     res.locate_insertion()
@@ -891,7 +929,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
             (int(f[0]), int(f[1]), str(f[2]), str(f[3]), str(f[4]), str(f[5]), bool(f[6]), str(f[7]))
             for f in entry["findings"]
         ]
-        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3])) for i in entry["includes"]]
+        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3]), bool(i[4])) for i in entry["includes"]]
         res.defines = [str(d) for d in entry["defines"]]
         res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
     except (KeyError, TypeError, ValueError, IndexError):
