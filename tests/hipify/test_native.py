@@ -120,7 +120,7 @@ def snapshot(res: FileResult) -> dict[str, Any]:
         "data": res.data,
         "changed": res.changed,
         "findings": [_finding(f) for f in res.findings],
-        "includes": [(i.out_start, i.out_end, i.spelling, i.angled, i.in_offset) for i in res.includes],
+        "includes": [(i.out_start, i.out_end, i.spelling, i.angled, i.in_offset, i.mapped) for i in res.includes],
         "defines": list(res.defines),
         "comment_spans": [tuple(s) for s in res.comment_spans],
     }

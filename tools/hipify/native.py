@@ -22,7 +22,7 @@ else:
     Protocol = object
 
 #: the Python <-> Rust contract; rust/hipify_native/src/lib.rs has the same number
-INTERFACE = 2
+INTERFACE = 3
 
 Edit = tuple[int, int, bytes]  # put bytes in place of data[start:end]
 
@@ -31,7 +31,7 @@ class NativeScanner(Protocol):
     def translate(
         self,
         data: bytes,
-        classify: Callable[[bytes], bytes | bool | None],
+        classify: Callable[[bytes], bytes | bool | tuple[bytes] | None],
         on_name: Callable[[int, int], tuple[bytes, int, bool] | None],
         on_include: Callable[[int, int, int, bool, int], Edit | None],
         on_text: Callable[[int, int], bytes | None],

@@ -23,7 +23,7 @@ use scan::{
 };
 
 /// Bumped whenever the Python <-> Rust contract changes; tools/hipify refuses a module built for another.
-const INTERFACE: u32 = 2;
+const INTERFACE: u32 = 3;
 
 /// FxHash (rustc's): names are short and not attacker-chosen, and SipHash would be a third of the loop.
 #[derive(Default)]
@@ -45,6 +45,9 @@ enum Slot {
     Skip,
     /// a plain rename, no finding
     Rename(Vec<u8>),
+    /// a rename, unless the name may start a statement (`maybe_statement`): then ask Python, which decides
+    /// whether the call's result is discarded (and gets `(void)`)
+    Statement(Vec<u8>),
     /// ask Python at each occurrence (findings, context checks, downgrades)
     Decide,
 }
@@ -136,7 +139,8 @@ impl Scanner {
     }
 
     /// Translate `data` (no BOM). Callbacks:
-    /// - `classify(name) -> None | bytes | True`: skip, plain rename, or ask `on_name` at each occurrence;
+    /// - `classify(name) -> None | bytes | (bytes,) | True`: skip, plain rename, rename unless the name may
+    ///   start a statement (`maybe_statement`), or ask `on_name` at each occurrence;
     /// - `on_name(start, end) -> None | (text, resume, skip)`: replace `data[start:resume]` with `text`;
     ///   `skip`: tokens before `resume` are consumed (a rewritten call's arguments);
     /// - `on_include(start, path_start, path_end, angled, out_path_start) -> None | (start, end, text)`;
@@ -194,6 +198,9 @@ impl Scanner {
                         Slot::Skip
                     } else if let Ok(b) = verdict.downcast::<PyBytes>() {
                         Slot::Rename(b.as_bytes().to_vec())
+                    } else if let Ok(t) = verdict.downcast::<PyTuple>() {
+                        let (b,): (Bound<'py, PyBytes>,) = t.extract()?;
+                        Slot::Statement(b.as_bytes().to_vec())
                     } else {
                         Slot::Decide
                     };
@@ -202,7 +209,8 @@ impl Scanner {
                 match &self.slots[name] {
                     Slot::Skip => {}
                     Slot::Rename(text) => w.replace(s, e, text),
-                    Slot::Decide => {
+                    Slot::Statement(text) if !maybe_statement(data, s) => w.replace(s, e, text),
+                    Slot::Statement(_) | Slot::Decide => {
                         let r = on_name.call1((s, e))?;
                         if !r.is_none() {
                             let (text, resume, skip): (Bound<'py, PyBytes>, usize, bool) =
@@ -363,6 +371,29 @@ impl Scanner {
         }
         Ok(())
     }
+}
+
+/// The cheap test made before asking whether the call at `start` is a statement of its own: the byte before
+/// it on its line (blanks and a leading `::` skipped) may end what precedes a statement. The same test as
+/// `_maybe_statement` in tools/hipify/translate.py.
+fn maybe_statement(data: &[u8], start: usize) -> bool {
+    let mut j = start;
+    while j > 0 && matches!(data[j - 1], b' ' | b'\t') {
+        j -= 1;
+    }
+    if j >= 2 && data[j - 2] == b':' && data[j - 1] == b':' {
+        j -= 2;
+        while j > 0 && matches!(data[j - 1], b' ' | b'\t') {
+            j -= 1;
+        }
+    }
+    if j == 0 {
+        return true;
+    }
+    let c = data[j - 1];
+    matches!(c, b'\n' | b'\r' | b';' | b'{' | b'}' | b')' | b':' | b'/')
+        || c.is_ascii_alphanumeric()
+        || c == b'_'
 }
 
 fn is_literal_prefix(p: &[u8]) -> bool {
