@@ -8,7 +8,7 @@
 #       matches this recipe returns at once. A new root is made in DIR.partial and renamed into place,
 #       so an interrupted run leaves no half-made DIR. 7.2 carries RCCL 7.2 (/usr); 6.4 only RCCL's header
 #       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME).
-#         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipSPARSE/hipSOLVER/hipFFT/hipRAND
+#         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipBLASLt/hipSPARSE/hipSOLVER/hipFFT/hipRAND
 #                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr, for
 #                              compile checks of code that uses them (bench/port_quality.py)
 #         --with-hipify-clang  hipify-clang 7.2 (7.2 only), for bench/hipify_bench.py
@@ -34,7 +34,7 @@ ROOT_TOOLS=("cmake>=3.28" "ninja>=1.11" "maturin>=1.5,<2" "auditwheel>=6" "patch
 # which would also pull an experimental glibc).
 PINNED_72="hipcc hipify-clang hipify-perl libamdhip64* libhiprtc* librccl* rocm-device-libs* libhsa-runtime* libamd-comgr* librocm-smi* rocminfo"
 # Header-only or header-only-enough libraries for compile checks (--with-libs); 6.4 takes sid's.
-LIB_PACKAGES="libhipcub-dev librocprim-dev librocthrust-dev libhipblas-dev libhipsparse-dev libhipsolver-dev libhipfft-dev libhiprand-dev librocrand-dev libhipblas-common-dev"
+LIB_PACKAGES="libhipcub-dev librocprim-dev librocthrust-dev libhipblas-dev libhipblaslt-dev libhipsparse-dev libhipsolver-dev libhipfft-dev libhiprand-dev librocrand-dev libhipblas-common-dev"
 
 need_root() {
   [[ $(id -u) -eq 0 ]] || die "making or entering a root needs root privileges (mounts and chroot); run it as root or with sudo."
