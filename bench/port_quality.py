@@ -36,6 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tools.hipify.tree import is_system_header  # noqa: E402
+
 ROOTS = Path(os.environ.get("MONARCH_TOOLCHAINS", Path.home() / ".cache" / "monarch-runtime" / "toolchains")) / "roots"
 ENGINES = ("ours", "hipify_torch", "hipify-clang")
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hxx", ".inl", ".cpp", ".cc", ".cxx", ".c")
@@ -74,7 +76,7 @@ def infer_include_dirs(corpus: Path, files: list[Path]) -> list[str]:
         for m in _INCLUDE.finditer(data):
             spelling = m.group(1).decode("latin-1")
             parts = spelling.split("/")
-            if ".." in parts or (f.parent / spelling).is_file():
+            if ".." in parts or (f.parent / spelling).is_file() or is_system_header(spelling):
                 continue
             hits = [c for c in by_name.get(parts[-1], ()) if c.as_posix().endswith("/" + spelling)]
             if len(hits) == 1:

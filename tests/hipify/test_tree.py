@@ -391,10 +391,11 @@ def test_include_through_an_unknown_include_dir_follows_the_rename(tmp_path: Pat
             "Common/cuda/detail.h": "#pragma once\ncudaStream_t s;\n",
             "Common/plain.h": "#pragma once\nint plain();\n",
             "a/util.h": "cudaEvent_t e;\n",
+            "shim/unistd.h": "#include <direct.h>\ncudaStream_t s;\n",
             "b/util.h": "cudaEvent_t e;\n",
             "Samples/x/x.cu": (
                 '#include <helper_cuda.h>\n#include "cuda/detail.h"\n#include <plain.h>\n#include <util.h>\n'
-                "#include <../Common/helper_cuda.h>\n#include <stdio.h>\n"
+                "#include <../Common/helper_cuda.h>\n#include <stdio.h>\n#include <unistd.h>\n"
             ),
         },
     )
@@ -407,5 +408,6 @@ def test_include_through_an_unknown_include_dir_follows_the_rename(tmp_path: Pat
         "#include <util.h>",  # two candidates: left alone
         "#include <../Common/helper_cuda.h>",  # a relative spelling is not guessed at
         "#include <stdio.h>",
+        "#include <unistd.h>",  # the system's, not the project's Windows shim of that name
     ]
     assert (out / "Common/helper_hip.h").is_file() and (out / "Common/hip/detail.h").is_file()

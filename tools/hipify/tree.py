@@ -131,6 +131,35 @@ def output_relpath(rel: PurePosixPath, changed: bool, naming: str = "hipify_torc
     return PurePosixPath(_output_rel(rel.as_posix(), changed, naming))
 
 
+#: headers of the C and C++ standard libraries and of POSIX/Linux/Windows: an include of one of these is never
+#: resolved to a project file by its name alone (see hipify_tree's include-directory fallback)
+SYSTEM_HEADERS = frozenset(
+    (
+        "assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h locale.h math.h setjmp.h "
+        "signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h stdnoreturn.h "
+        "string.h tgmath.h threads.h time.h uchar.h wchar.h wctype.h "
+        "unistd.h fcntl.h dirent.h dlfcn.h pthread.h sched.h semaphore.h getopt.h libgen.h glob.h fnmatch.h "
+        "poll.h termios.h syslog.h pwd.h grp.h netdb.h strings.h malloc.h alloca.h execinfo.h cpuid.h "
+        "immintrin.h emmintrin.h xmmintrin.h x86intrin.h "
+        "windows.h winsock2.h direct.h io.h process.h intrin.h "
+        "algorithm any array atomic bit bitset cassert cctype cerrno cfenv cfloat charconv chrono cinttypes climits "
+        "clocale cmath codecvt compare complex concepts condition_variable coroutine csetjmp csignal cstdarg cstddef "
+        "cstdint cstdio cstdlib cstring ctime cuchar cwchar cwctype deque exception execution filesystem "
+        "format forward_list fstream functional future initializer_list iomanip ios iosfwd iostream istream "
+        "iterator latch limits list locale map memory memory_resource mutex new numbers numeric optional ostream "
+        "queue random ranges ratio regex scoped_allocator semaphore set shared_mutex source_location span sstream "
+        "stack stdexcept stop_token streambuf string string_view syncstream system_error thread tuple type_traits "
+        "typeindex typeinfo unordered_map unordered_set utility valarray variant vector version"
+    ).split()
+)
+_SYSTEM_PREFIXES = ("sys/", "arpa/", "netinet/", "linux/", "asm/", "bits/", "net/")
+
+
+def is_system_header(spelling: str) -> bool:
+    """Whether ``spelling`` names a C/C++ standard, POSIX, Linux or Windows system header."""
+    return spelling in SYSTEM_HEADERS or spelling.startswith(_SYSTEM_PREFIXES)
+
+
 def _output_rel(rel: str, changed: bool, naming: str) -> str:
     """``output_relpath`` on a ``/``-separated string (the tree pass calls it for every file)."""
     parent, _, name = rel.rpartition("/")
@@ -570,12 +599,14 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     # An include found neither next to the includer nor under a source root is reached through an include
     # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
     # the one file of the tree whose path ends in the spelling (none or several: left alone).
+    # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
+    # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
     by_name: dict[str, list[_Source]] | None = None
 
     def by_suffix(spelling: str) -> _Source | None:
         nonlocal by_name
         parts = spelling.split("/")
-        if ".." in parts or "." in parts or "" in parts:
+        if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
             return None
         if by_name is None:
             by_name = {}
