@@ -38,6 +38,7 @@ CLASSES: Mapping[str, str] = {
     "hip-lacks": "an API HIP lacks (or has with another signature, or not on this target)",
     "missing-include": "a HIP header that declares the name is not included",
     "hip-conflict": "the code clashes with HIP's own definitions",
+    "compiler-dialect": "C++ that nvcc accepts and HIP-Clang rejects (a language extension)",
     "other": "other (the first error is shown)",
 }
 #: the classes that explain a failure ("other" only shows it)
@@ -178,13 +179,27 @@ def header_table() -> dict[str, HeaderInfo]:
     }
 
 
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern[str]
+    handler: str
+    cls: str = ""  # for the "known" handler: the class and reason the table gives
+    reason: str = ""
+
+
 @lru_cache(maxsize=1)
-def diagnostic_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
+def diagnostic_rules() -> tuple[Rule, ...]:
     out = []
-    for r in _rows(DATA_DIR / "diagnostics.tsv"):
-        if r["handler"] not in _HANDLERS:
-            raise ToolError(f"{DATA_DIR / 'diagnostics.tsv'}: unknown handler {r['handler']!r}")
-        out.append((re.compile(r["pattern"]), r["handler"]))
+    where = DATA_DIR / "diagnostics.tsv"
+    for r in _rows(where):
+        handler = r["handler"]
+        if handler != "known" and handler not in _HANDLERS:
+            raise ToolError(f"{where}: unknown handler {handler!r}")
+        if handler == "known" and (r.get("class") not in CLASSES or not r.get("reason")):
+            raise ToolError(
+                f"{where}: the known rule {r['pattern']!r} needs a class of {', '.join(CLASSES)} and a reason"
+            )
+        out.append(Rule(re.compile(r["pattern"]), handler, r.get("class", ""), r.get("reason", "")))
     return tuple(out)
 
 
@@ -257,8 +272,11 @@ class Project:
     def shown(self, path: Path) -> str:
         """The file the user edits, relative to the current directory when under it."""
         p = self.origin.get(Path(os.path.normpath(path)), path)
+        cwd = Path.cwd()
+        if cwd == Path(cwd.anchor):
+            return str(p)
         try:
-            return p.relative_to(Path.cwd()).as_posix()
+            return p.relative_to(cwd).as_posix()
         except ValueError:
             return str(p)
 
@@ -389,6 +407,16 @@ class Project:
                 return f, text.count("\n", 0, m.start()) + 1
         return None
 
+    def definitions(self, name: str) -> list[tuple[Path, int]]:
+        """Every line of the project that defines a function ``name`` (its overloads): (file, line)."""
+        pattern = re.compile(rf"^[ \t]*(?:[\w:<>,*&]+[ \t*&]+)+{re.escape(name)}[ \t]*\(", re.M)
+        out: list[tuple[Path, int]] = []
+        for f in self.files:
+            text = self.text(f)
+            if name in text:
+                out += [(f, text.count("\n", 0, m.start()) + 1) for m in pattern.finditer(text)]
+        return out
+
     def condition_at(self, path: Path, line: int) -> str:
         """The innermost ``#if``/``#ifdef``/``#ifndef`` open at ``line`` of ``path`` ("" when none)."""
         stack: list[str] = []  # "" for an include guard (#ifndef X / #define X): it says nothing
@@ -471,11 +499,15 @@ class Classifier:
             notes.append(m)
         compiled = Path(os.path.normpath(compiled))
         handled: Cause | None = None  # a handler's own "other" (it says more than the bare error)
-        for pattern, handler in diagnostic_rules():
-            hit = pattern.match(root.text)
+        for rule in diagnostic_rules():
+            hit = rule.pattern.match(root.text)
             if hit is not None:
                 groups = {k: v or "" for k, v in hit.groupdict().items()}
-                handled = _HANDLERS[handler](self, root, notes, groups, compiled, list(command))
+                if rule.handler == "known":
+                    subject = groups.get("subject", "")
+                    reason = f"{rule.reason.format(subject=subject)} ({self._at(root)})"
+                    return self._cause(rule.cls, subject, reason, "rewrite this construct for HIP", root)
+                handled = _HANDLERS[rule.handler](self, root, notes, groups, compiled, list(command))
                 if handled is not None and handled.cls != "other":
                     return handled
                 break
@@ -876,6 +908,21 @@ class Classifier:
         entry = self.db.lookup(bare)
         if entry is not None:
             return self._entry_cause(bare, entry, root, "")
+        # The project's own overloads of it, some under an #if that tests a CUDA name HIP never defines
+        # (cuda-samples' _cudaGetErrorEnum(cufftResult) under #ifdef _CUFFT_H_): those are compiled out.
+        for path, line in self.project.definitions(bare):
+            condition = self.project.condition_at(path, line)
+            for name in dict.fromkeys(_IDENT.findall(condition)):
+                if name in ("if", "ifdef", "ifndef", "defined", "elif", "else", "of") or self._cuda_only(name) is False:
+                    continue
+                return self._cause(
+                    "untranslated",
+                    name,
+                    f"the {bare} this call needs is defined at {self.project.where(path, line)} under `{condition}`: "
+                    f"{name} is CUDA's, never defined on HIP, so that overload is compiled out",
+                    f"test the HIP counterpart of {name} (a mapping for it: report it)",
+                    root,
+                )
         return None
 
     def on_unavailable(
