@@ -325,3 +325,9 @@ def test_port_inside_the_rocm72_root_targets_its_hip_and_names_the_cause(tmp_pat
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
     jsonschema.validate(found, schema)
+
+
+def test_report_schema_knows_every_class() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
+    assert schema["$defs"]["cause"]["properties"]["class"]["enum"] == list(CLASSES)
