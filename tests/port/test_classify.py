@@ -331,3 +331,12 @@ def test_report_schema_knows_every_class() -> None:
     repo = Path(__file__).resolve().parents[2]
     schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
     assert schema["$defs"]["cause"]["properties"]["class"]["enum"] == list(CLASSES)
+
+
+def test_runtime_call_from_device_code(setup: tuple[Path, Path]) -> None:
+    proj, hip = setup
+    (proj / "k.hip").write_text("x\n")
+    out = err(proj, "k.hip", 1, 1, "no matching function for call to 'hipMalloc'")
+    out += f"{hip}/hip_runtime.h:5:5: note: candidate function not viable: call to __host__ function from __global__ function\n"
+    cls, subject, reason = classify(proj, hip, "k.hip", out)
+    assert (cls, subject) == ("hip-lacks", "hipMalloc") and "device-side runtime" in reason

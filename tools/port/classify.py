@@ -897,6 +897,15 @@ class Classifier:
         bare = re.sub(r"<.*", "", name).split("::")[-1]
         candidate = next((n.text for n in notes if "candidate" in n.text), "")
         why = f" ({candidate})" if candidate else ""
+        if re.search(r"call to __host__ function from __(global|device)__ function", candidate):
+            return self._cause(
+                "hip-lacks",
+                bare,
+                f"{bare} is called from device code: HIP has no device-side runtime API (CUDA's device runtime, "
+                "used with dynamic parallelism, has one)",
+                "move the call to the host",
+                root,
+            )
         if _HIP_NAME.match(bare) or (self.hip_declares(bare) and any(self._in_hip_headers(n.file) for n in notes)):
             return self._cause(
                 "hip-lacks",
