@@ -340,3 +340,15 @@ def test_runtime_call_from_device_code(setup: tuple[Path, Path]) -> None:
     out += f"{hip}/hip_runtime.h:5:5: note: candidate function not viable: call to __host__ function from __global__ function\n"
     cls, subject, reason = classify(proj, hip, "k.hip", out)
     assert (cls, subject) == ("hip-lacks", "hipMalloc") and "device-side runtime" in reason
+
+
+def test_a_pathological_line_does_not_stall_the_search(setup: tuple[Path, Path]) -> None:
+    """Looking for where a name is defined reads every project line: a long run of '*'/'&' between words once
+    made a nested pattern backtrack exponentially (the whole benchmark stalled on one file)."""
+    proj, hip = setup
+    (proj / "noise.h").write_text("  " + "int * & " * 40 + "x\n" + "  " + "*& " * 40 + "y\n")
+    (proj / "k.hip").write_text("int v = helper_fn();\n")
+    cls, _subject, _reason = classify(
+        proj, hip, "k.hip", err(proj, "k.hip", 1, 9, "use of undeclared identifier 'helper_fn'")
+    )
+    assert cls == "other"

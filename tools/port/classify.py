@@ -390,32 +390,39 @@ class Project:
                     todo.append(target)
         return list(seen), spellings
 
+    def _defining_lines(self, name: str, path: Path, functions_only: bool) -> list[int]:
+        """Lines of ``path`` that define ``name``: a macro, a type (struct/class/union/enum/typedef/using) or a
+        function. Line by line with unambiguous patterns (no nested quantifiers over overlapping classes: a long
+        line of ``*``/``&`` must not make them backtrack)."""
+        text = self.text(path)
+        if name not in text:
+            return []
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        function = re.compile(rf"[ \t]*(?:[A-Za-z_][\w:<>,]*[ \t*&]+)+{re.escape(name)}[ \t]*\(")
+        out = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if name not in line or word.search(line) is None:
+                continue
+            if function.match(line):
+                out.append(number)
+            elif not functions_only and (
+                re.match(rf"[ \t]*#[ \t]*define[ \t]+{re.escape(name)}\b", line)
+                or re.search(rf"\b(?:struct|class|union|enum|typedef|using)\b.*\b{re.escape(name)}\b", line)
+            ):
+                out.append(number)
+        return out
+
     def definition(self, name: str, among: Sequence[Path]) -> tuple[Path, int] | None:
         """Where ``name`` is defined (a macro, type, function or variable) in one of ``among``: (file, line)."""
-        pattern = re.compile(
-            rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}\b"
-            rf"|^[^\n;#/]*\b(?:struct|class|union|enum|typedef|using)\b[^;\n]*\b{re.escape(name)}\b"
-            rf"|^[ \t]*(?:[\w:<>,*&]+[ \t*&]+)+{re.escape(name)}[ \t]*\(",
-            re.M,
-        )
         for f in among:
-            text = self.text(f)
-            if name not in text:
-                continue
-            m = pattern.search(text)
-            if m is not None:
-                return f, text.count("\n", 0, m.start()) + 1
+            lines = self._defining_lines(name, f, functions_only=False)
+            if lines:
+                return f, lines[0]
         return None
 
     def definitions(self, name: str) -> list[tuple[Path, int]]:
         """Every line of the project that defines a function ``name`` (its overloads): (file, line)."""
-        pattern = re.compile(rf"^[ \t]*(?:[\w:<>,*&]+[ \t*&]+)+{re.escape(name)}[ \t]*\(", re.M)
-        out: list[tuple[Path, int]] = []
-        for f in self.files:
-            text = self.text(f)
-            if name in text:
-                out += [(f, text.count("\n", 0, m.start()) + 1) for m in pattern.finditer(text)]
-        return out
+        return [(f, n) for f in self.files for n in self._defining_lines(name, f, functions_only=True)]
 
     def condition_at(self, path: Path, line: int) -> str:
         """The innermost ``#if``/``#ifdef``/``#ifndef`` open at ``line`` of ``path`` ("" when none)."""
