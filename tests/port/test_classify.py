@@ -346,7 +346,7 @@ def test_a_pathological_line_does_not_stall_the_search(setup: tuple[Path, Path])
     """Looking for where a name is defined reads every project line: a long run of '*'/'&' between words once
     made a nested pattern backtrack exponentially (the whole benchmark stalled on one file)."""
     proj, hip = setup
-    (proj / "noise.h").write_text("  " + "int * & " * 40 + "x\n" + "  " + "*& " * 40 + "y\n")
+    (proj / "noise.h").write_text("  " + "int * & " * 40 + "helper_fn;\n" + "  " + "*& " * 40 + "helper_fn;\n")
     (proj / "k.hip").write_text("int v = helper_fn();\n")
     cls, _subject, _reason = classify(
         proj, hip, "k.hip", err(proj, "k.hip", 1, 9, "use of undeclared identifier 'helper_fn'")
