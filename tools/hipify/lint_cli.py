@@ -20,6 +20,7 @@ from tools.hipify.tree import (
     _translator,
     detect_hip_version,
     parse_hip_version,
+    project_masks,
 )
 
 
@@ -47,10 +48,12 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     version = parse_hip_version(args.hip_version) if args.hip_version else detect_hip_version()
     overrides = str(args.mappings.resolve()) if args.mappings else None
-    _translator(overrides, version, False, True, False)  # validate the override file early
+    files = _files(args.sources)
+    key = (overrides, version, False, True, False, project_masks(str(p) for p in files))
+    _translator(*key)  # validate the override file early
     findings: list[Finding] = []
-    for path in _files(args.sources):
-        res = _process(str(path), True, (overrides, version, False, True, False), True)
+    for path in files:
+        res = _process(str(path), True, key, True)
         if res.mode == "error":
             findings.append(
                 Finding(

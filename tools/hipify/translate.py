@@ -268,14 +268,17 @@ class Translator:
         report_unmapped: bool = True,
         launch: bool = False,
         engine: str = "auto",
+        project_masks: masks.ProjectMasks = (),
     ) -> None:
-        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``."""
+        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``.
+        ``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``)."""
         self.db = db
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
         self.report_unmapped = report_unmapped
         self._cache: dict[bytes, _Action] = {}
         self.target: Target = load_target(hip_version)
+        self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
         # The names the scanner must stop on depend only on the database, the target and the options:
         # derived once, then kept in the compiled cache (a walk over all ~9,000 names otherwise).
@@ -702,7 +705,7 @@ class Translator:
         if dg.action in ("drop-first-arg", "replace-call") and data[start:end] in masks.MASKED:
             span = masks.first_argument(data, end)
             if span is not None:
-                mask = masks.classify(data, start, data[span[0] : span[1]])
+                mask = masks.classify(data, start, data[span[0] : span[1]], self.project_masks)
         return _downgrade_finding(start, dg, mask)
 
     def _mask_occurrence(
@@ -716,10 +719,17 @@ class Translator:
             return None
         a, b = span
         name = data[start:end].decode("latin-1")
-        mask = masks.classify(data, start, data[a:b])
+        mask = masks.classify(data, start, data[a:b], self.project_masks)
         target = f"HIP {format_version(self.target.version) or '(newest)'}"
         if mask.cls in (masks.FULL32, masks.ACTIVE32):
-            new = (self.target.mask64 or "") if mask.cls == masks.FULL32 else "__activemask()"
+            if mask.cls == masks.FULL32 and masks.is_name(data[a:b]):  # the name stays: a macro, or a constant
+                new = f"({data[a:b].decode('latin-1')} | {masks.UPPER_LANES})"  # that must stay used (-Wunused)
+            elif mask.cls == masks.FULL32:
+                new = self.target.mask64 or ""
+            elif masks.is_name(data[a:b]):  # the variable stays used (-Wunused-variable), its 32 bits do not
+                new = f"((void){data[a:b].decode('latin-1')}, __activemask())"
+            else:
+                new = "__activemask()"
             why = (
                 "names the whole 32-lane warp"
                 if mask.cls == masks.FULL32

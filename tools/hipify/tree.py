@@ -153,12 +153,49 @@ def _output_rel(rel: str, changed: bool, naming: str) -> str:
 
 
 # -- per-file work (runs in worker processes too) --------------------------------------------------------
+# (overrides, hip_version, comments, unmapped, launch, the project's constant lane masks)
+Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
+#: headers whose constant lane masks count for every file (tools/hipify/masks.py)
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp"})
+
+
 @lru_cache(maxsize=4)
-def _translator(
-    overrides: str | None, hip_version: tuple[int, int] | None, comments: bool, unmapped: bool, launch: bool
+def _translator(  # noqa: PLR0917
+    overrides: str | None,
+    hip_version: tuple[int, int] | None,
+    comments: bool,
+    unmapped: bool,
+    launch: bool,
+    project_masks: tuple[tuple[str, str, int, int, bool], ...] = (),
 ) -> Translator:
     db = load_database(Path(overrides) if overrides else None)
-    return Translator(db, hip_version, translate_comments_and_strings=comments, report_unmapped=unmapped, launch=launch)
+    return Translator(
+        db,
+        hip_version,
+        translate_comments_and_strings=comments,
+        report_unmapped=unmapped,
+        launch=launch,
+        project_masks=project_masks,
+    )
+
+
+def project_masks(paths: Iterable[str]) -> tuple[tuple[str, str, int, int, bool], ...]:
+    """The constant lane masks the headers among ``paths`` define (``masks.header_masks``), for every file's
+    translation: a mask macro is often in a project header rather than in the file that uses it."""
+    from tools.hipify.masks import header_masks, merge_header_masks  # noqa: PLC0415
+
+    tables = []
+    for path in paths:
+        if os.path.splitext(path)[1].lower() not in HEADER_SUFFIXES:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue  # reported when translated
+        if b"_sync" in data or b"0x" in data or b"~0" in data:
+            tables.append(header_masks(data))
+    return merge_header_masks(tables)
 
 
 # (line, column, name, kind, reason, suggestion, blocking, rule)
@@ -218,9 +255,7 @@ class _Processed:
         self.insert_line = data.count(b"\n", 0, self.insert_at) + 1
 
 
-def _process(
-    path: str, translate: bool, key: tuple[str | None, tuple[int, int] | None, bool, bool, bool], lint: bool
-) -> _Processed:
+def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res = _Processed(path)
     try:
         with open(path, "rb") as fh:
@@ -264,7 +299,7 @@ RETAIN_BYTES = 32 * 1024 * 1024
 
 def _process_batch(
     items: list[tuple[str, bool]],
-    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    key: Key,
     lint: bool,
     budget: int | None = None,
 ) -> list[_Processed]:
@@ -335,8 +370,8 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
 
 
 def _options_key(
-    options: HipifyOptions, hip_version: tuple[int, int] | None
-) -> tuple[str | None, tuple[int, int] | None, bool, bool, bool]:
+    options: HipifyOptions, hip_version: tuple[int, int] | None, masks: tuple[tuple[str, str, int, int, bool], ...] = ()
+) -> Key:
     overrides = str(_abs(options.mapping_overrides)) if options.mapping_overrides else None
     return (
         overrides,
@@ -344,12 +379,13 @@ def _options_key(
         options.translate_comments_and_strings,
         options.report_unmapped,
         options.launch_style == "hipLaunchKernelGGL",
+        masks,
     )
 
 
 def _run_all(
     items: list[tuple[str, bool]],
-    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    key: Key,
     lint: bool,
     jobs: int | None,
     total_bytes: int,
@@ -498,7 +534,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     out_abs = _abs(out_dir)
     srcs, roots = _walk(list(sources), out_abs)
     hip_version = opts.hip_version if opts.hip_version is not None else detect_hip_version()
-    key = _options_key(opts, hip_version)
+    key = _options_key(opts, hip_version, project_masks(str(s.path) for s in srcs))
     db: MappingDatabase = _translator(*key).db  # also validates the override file early
     ext = None
     if opts.engine == "hipify_torch":
