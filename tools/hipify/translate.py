@@ -925,7 +925,8 @@ def _line_comment_at(line: bytes) -> int:
 
 def _prev_code(data: bytes, j: int) -> int:
     """The end of the code before ``j`` (comments and blanks skipped); 0 at the start of the file, -1 when a
-    preprocessor line comes first (a statement boundary)."""
+    preprocessor line before ``j``'s own line comes first (a statement boundary)."""
+    own_line = data.rfind(b"\n", 0, j) + 1
     while True:
         while j > 0 and data[j - 1] in _DISCARD_WS:
             j -= 1
@@ -933,7 +934,7 @@ def _prev_code(data: bytes, j: int) -> int:
             return 0
         ls = data.rfind(b"\n", 0, j) + 1
         line = data[ls:j]
-        if line.lstrip().startswith(b"#"):
+        if ls < own_line and line.lstrip().startswith(b"#"):
             return -1
         k = _line_comment_at(line)
         if k >= 0:
@@ -1004,7 +1005,7 @@ def _discarded_call(data: bytes, start: int, end: int) -> bool:
         return False
     j = _prev_code(data, start)
     if j > 1 and data[j - 2 : j] == b"::":
-        j = _prev_code(data, j - 2)
+        return False  # ::name(...): "(void)" cannot go between "::" and the name (kept as is: it warns)
     if j <= 0:
         return True
     c = data[j - 1]
