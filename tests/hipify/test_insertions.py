@@ -59,10 +59,11 @@ def test_who_gets_it(tmp_path: Path, write: Write) -> None:
         write,
         {
             "has.cu": "#include <cuda_runtime.h>\n" + KERNEL,  # includes it (after translation)
-            "host.cpp": "void f(void* p) { (void)cudaFree(p); }\n",  # API names only: the API header
-            "api.cpp": "#include <cuda_runtime_api.h>\nvoid f(void* p) { (void)cudaFree(p); }\n",  # has that
-            "plain.cpp": "int add(int a, int b) { return a + b; }  // cudaFree in a comment\n",
-            "str.cpp": 'const char* s = "__global__ threadIdx";\n',  # in a literal: not code
+            "host.cu": "void f(void* p) { (void)cudaFree(p); }\n",  # API names only: the API header
+            "host.cpp": "void f(void* p) { (void)cudaFree(p); }\n",  # built by the host compiler: nothing implicit
+            "api.cu": "#include <cuda_runtime_api.h>\nvoid f(void* p) { (void)cudaFree(p); }\n",  # has that
+            "plain.cu": "int add(int a, int b) { return a + b; }  // cudaFree in a comment\n",
+            "str.cu": 'const char* s = "__global__ threadIdx";\n',  # in a literal: not code
             "dev.cuh": "#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n",
             "user.cu": '#include "dev.cuh"\n' + KERNEL,  # dev.cuh gets the include: provides it
             "rt.h": "#pragma once\n#include <cuda_runtime.h>\n",
@@ -72,10 +73,11 @@ def test_who_gets_it(tmp_path: Path, write: Write) -> None:
         },
     )
     assert RUNTIME not in out["has.hip"] and b"#include <hip/hip_runtime.h>" in out["has.hip"]
-    assert out["host_hip.cpp"].startswith(API)
-    assert API not in out["api_hip.cpp"] and RUNTIME not in out["api_hip.cpp"]
-    assert out["plain.cpp"] == b"int add(int a, int b) { return a + b; }  // cudaFree in a comment\n"
-    assert out["str.cpp"] == b'const char* s = "__global__ threadIdx";\n'
+    assert out["host.hip"].startswith(API)
+    assert out["host_hip.cpp"] == b"void f(void* p) { (void)hipFree(p); }\n"
+    assert API not in out["api.hip"] and RUNTIME not in out["api.hip"]
+    assert out["plain.hip"] == b"int add(int a, int b) { return a + b; }  // cudaFree in a comment\n"
+    assert out["str.hip"] == b'const char* s = "__global__ threadIdx";\n'
     assert (
         out["dev_hip.cuh"]
         == b"#pragma once\n" + RUNTIME + b"__device__ inline float twice(float x) { return 2 * x; }\n"
@@ -85,7 +87,7 @@ def test_who_gets_it(tmp_path: Path, write: Write) -> None:
     notes = out["__notes__"].decode().splitlines()
     assert sorted(n for n in notes if n.endswith("runtime-include")) == [
         "dev.cuh:2:runtime-include",
-        "host.cpp:1:runtime-include",
+        "host.cu:1:runtime-include",
     ]
 
 
@@ -93,7 +95,7 @@ def test_idempotent(tmp_path: Path, write: Write) -> None:
     files: dict[str, bytes | str] = {
         "a.cu": "// a\n#ifndef A\n#define A\n" + KERNEL + "#endif\n",
         "b.cuh": "#pragma once\n__device__ float f(float v) { return __shfl_sync(0xffffffff, v, 0); }\n",
-        "c.cpp": "void g(cudaStream_t s) { cudaStreamSynchronize(s); }\n",
+        "c.cuh": "void g(cudaStream_t s) { cudaStreamSynchronize(s); }\n",
     }
     write(tmp_path / "src", files)
     first = tmp_path / "first"

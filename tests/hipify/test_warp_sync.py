@@ -268,3 +268,29 @@ def test_define_follows_project_headers_and_is_added_once(tmp_path: Path, write:
     for p in out.rglob("*"):
         if p.is_file() and p.suffix != ".json":
             assert (again / p.relative_to(out)).read_bytes() == p.read_bytes(), p.name
+
+
+def test_mask_named_in_a_project_header(tmp_path: Path, write: Write) -> None:
+    """A mask macro in a project header counts for the files that use it (the translation unit), also when only
+    the header changes between runs."""
+    src = tmp_path / "src"
+    write(
+        src,
+        {
+            "common.cuh": "#pragma once\n#define FULL_MASK 0xffffffff\n#define HALF 0x0000ffff\n",
+            "k.cu": '#include "common.cuh"\n__global__ void k(float* d) {\n'
+            "  d[0] = __shfl_sync(FULL_MASK, d[0], 0) + __shfl_sync(HALF, d[0], 0) + __shfl_sync(NOWHERE, d[0], 0);\n}\n",
+        },
+    )
+    opts = HipifyOptions(hip_version=(7, 2), jobs=1)
+    res = hipify_tree([src], tmp_path / "out", opts)
+    out = (tmp_path / "out" / "k.hip").read_bytes()
+    assert b"__shfl_sync((FULL_MASK | 0xffffffff00000000ULL), d[0], 0)" in out
+    reasons = {f.reason.split(":")[0] for f in res.findings if f.rule == "lane-mask-32"}
+    assert any("HALF" in r and "in a project header" in r for r in reasons), reasons
+    assert any("NOWHERE is defined neither" in r for r in reasons), reasons
+    # the header changes, k.cu does not: its translation follows the header
+    (src / "common.cuh").write_text("#pragma once\n#define FULL_MASK 0x0000ffff\n#define HALF 0x0000ffff\n")
+    again = hipify_tree([src], tmp_path / "out", opts)
+    assert b"__shfl_sync(FULL_MASK, d[0], 0)" in (tmp_path / "out" / "k.hip").read_bytes()
+    assert len([f for f in again.findings if f.rule == "lane-mask-32"]) == 3

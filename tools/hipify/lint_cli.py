@@ -16,11 +16,12 @@ from tools.hipify.model import Finding
 from tools.hipify.tree import (
     SKIP_DIRS,
     SOURCE_SUFFIXES,
+    Key,
     _process,
+    _project_mask_pass,
     _translator,
     detect_hip_version,
     parse_hip_version,
-    project_masks,
 )
 
 
@@ -49,11 +50,12 @@ def main(argv: list[str]) -> int:
     version = parse_hip_version(args.hip_version) if args.hip_version else detect_hip_version()
     overrides = str(args.mappings.resolve()) if args.mappings else None
     files = _files(args.sources)
-    key = (overrides, version, False, True, False, project_masks(str(p) for p in files))
+    key: Key = (overrides, version, False, True, False, ())
     _translator(*key)  # validate the override file early
     findings: list[Finding] = []
-    for path in files:
-        res = _process(str(path), True, key, True)
+    results = [_process(str(path), True, key, True) for path in files]
+    results, _redone = _project_mask_pass([str(p) for p in files], results, key, True)
+    for path, res in zip(files, results):
         if res.mode == "error":
             findings.append(
                 Finding(

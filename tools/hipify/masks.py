@@ -8,14 +8,16 @@ mask naming part of the warp, or one computed at run time, cannot be widened by 
 
 ``classify(data, call_start, mask, known)`` looks at the mask's text (bytes of one file) and, for a name, at its
 ``#define`` or its declaration before the call in the same file, else at ``known``: the constant masks the
-project's headers define (``header_masks``, gathered by the tree pass over the sources it translates). A name
-found nowhere is "computed at run time" (see docs/hipify.md).
+project's headers define (``header_masks``). A name found nowhere is "computed at run time" and recorded
+(``Mask.unresolved``): the tree pass then looks for it in the headers it translates and translates the file again
+with what it found (see docs/hipify.md).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 
 # The CUDA builtins whose first parameter is the lane mask (CUDA C++ Programming Guide, warp functions).
 MASKED = frozenset(
@@ -263,11 +265,12 @@ def _of_value(value: Value) -> str:
 class Mask:
     """What a mask argument is: ``cls`` (one of the classes above), ``how`` (a short explanation for findings)."""
 
-    __slots__ = ("cls", "how")
+    __slots__ = ("cls", "how", "unresolved")
 
-    def __init__(self, cls: str, how: str) -> None:
+    def __init__(self, cls: str, how: str, unresolved: bytes = b"") -> None:
         self.cls = cls
         self.how = how
+        self.unresolved = unresolved  # a name defined neither in the file nor in ``known`` (see the tree pass)
 
     def __repr__(self) -> str:
         return f"Mask({self.cls}, {self.how!r})"
@@ -359,6 +362,8 @@ def classify(data: bytes, call_start: int, mask: bytes, known: Known = _NO_KNOWN
         return Mask(RUNTIME, f"{shown} is computed at run time")
     if _IDENT.match(inner) and depth < 4:
         found = _named(data, call_start, inner.lstrip(b": \t"), shown, known, depth)
+        if found.unresolved:
+            return found
         if width == 32 and found.cls in (ACTIVE, FULL64, WIDE):
             return Mask(ACTIVE32 if found.cls == ACTIVE else RUNTIME, f"{shown}: a 32-bit cast of {found.how}")
         return found
@@ -449,7 +454,7 @@ def _named(data: bytes, call_start: int, name: bytes, shown: str, known: Known, 
     if decl is None:
         if name in known:
             return Mask(_of_value(known[name][1]), f"{shown} ({known[name][0]}, in a project header)")
-        return Mask(RUNTIME, f"{shown} is defined neither in this file nor as a constant in a project header")
+        return Mask(RUNTIME, f"{shown} is defined neither in this file nor as a constant in a project header", name)
     words = decl.group(1)
     spec = int_type(words)
     tokens = _norm_type(words).split(b" ")
@@ -542,6 +547,16 @@ def first_argument(data: bytes, end: int) -> tuple[int, int] | None:
     return (a, b) if a < b else None
 
 
+# what a constant integer expression made of literals can contain (a cheap test before evaluating one)
+_NUMERIC = re.compile(rb"[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
+_NUMERIC_CAST = re.compile(rb"(?:static_cast\s*<[\w\s:]+>|\(\s*[\w\s:]+\))?[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
+
+
+@lru_cache(maxsize=4096)
+def _literal_constant(text: bytes) -> Value | None:
+    return constant(text)
+
+
 _HEADER_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)$", re.M)
 _HEADER_CONST = re.compile(
     rb"^[ \t]*((?:(?:static|inline|__device__|__constant__|__host__)[ \t]+)*(?:constexpr|const)[ \t]+[^=;(){}\n]*?)"
@@ -550,20 +565,27 @@ _HEADER_CONST = re.compile(
 )
 
 
-def header_masks(data: bytes) -> dict[bytes, tuple[str, Value]]:
-    """The integer constants a header defines (``#define`` and const/constexpr integers at line start), the
-    candidates for lane masks: name -> (how, value)."""
+def header_masks(data: bytes, wanted: frozenset[bytes]) -> dict[bytes, tuple[str, Value]]:
+    """The integer constants among ``wanted`` a header defines (``#define`` and const/constexpr integers at line
+    start): name -> (how, value)."""
     out: dict[bytes, tuple[str, Value]] = {}
+    if not any(name in data for name in wanted):
+        return out
     if b"define" in data:
         for m in _HEADER_DEFINE.finditer(data):
+            if m.group(1) not in wanted:
+                continue
             body = m.group(2).split(b"//")[0].split(b"/*")[0].strip()
-            value = constant(body) if body and not body.endswith(b"\\") else None
+            value = _literal_constant(body) if body and _NUMERIC.fullmatch(body) else None
             if value is not None:
                 out[m.group(1)] = (f"#define {m.group(1).decode('latin-1')} {body.decode('latin-1')}", value)
     if b"const" in data:
         for m in _HEADER_CONST.finditer(data):
+            if m.group(2) not in wanted:
+                continue
             spec = int_type(m.group(1))
-            value = constant(m.group(3)) if spec is not None else None
+            init = m.group(3).strip()
+            value = _literal_constant(init) if spec is not None and _NUMERIC_CAST.fullmatch(init) else None
             if value is not None and spec is not None:
                 words = _norm_type(m.group(1)).decode("latin-1")
                 init = _WS.sub(b" ", m.group(3).strip()).decode("latin-1")

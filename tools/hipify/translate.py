@@ -98,7 +98,7 @@ class Include:
 
 
 class FileResult:
-    __slots__ = ("changed", "comment_spans", "data", "defines", "facts", "findings", "includes")
+    __slots__ = ("changed", "comment_spans", "data", "defines", "facts", "findings", "includes", "unresolved")
 
     def __init__(  # noqa: PLR0917
         self,
@@ -117,18 +117,21 @@ class FileResult:
         self.defines = defines  # macro names #define'd in this file (project macros are not CUDA names)
         self.comment_spans = comment_spans  # comments and literals in the input (the lint skips them)
         self.facts = facts  # what the file uses and includes (tools/hipify/insert.py's bits), for the tree pass
+        self.unresolved: list[str] = []  # lane-mask names defined neither here nor in the known project masks
 
 
 class _FileState:
     """What one file's pass collects besides the output (both engines fill it through the same methods)."""
 
-    __slots__ = ("defines", "facts", "findings", "includes")
+    __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
 
     def __init__(self) -> None:
         self.findings: list[RawFinding] = []
         self.includes: list[Include] = []
         self.defines: list[str] = []
         self.facts = 0
+        self.discarded: list[tuple[int, bytes]] = []  # calls that got (void): offset, CUDA name
+        self.unresolved: set[bytes] = set()  # lane-mask names not defined in the file (masks.Mask.unresolved)
 
 
 _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking)
@@ -656,31 +659,18 @@ class Translator:
             rewrite = rewrite_call(data, end, dg)
             if rewrite is not None:
                 text, resume = rewrite
-                findings.append(self._downgrade_finding(data, start, end, dg))
+                findings.append(self._downgrade_finding(data, start, end, dg, st))
                 return text, resume, True
         if act.sync:
             st.facts |= insert.USES_SYNC
             if self.target.mask64 is not None and data[start:end] in masks.MASKED:
-                edit = self._mask_occurrence(data, start, end, act, findings)
+                edit = self._mask_occurrence(data, start, end, act, st)
                 if edit is not None:
                     return edit
         if act.stmt:
             if _maybe_statement(data, start) and _discarded_call(data, start, end):
                 assert act.replacement is not None
-                hip = act.replacement.decode("latin-1")
-                findings.append(
-                    RawFinding(
-                        start,
-                        data[start:end].decode("latin-1"),
-                        "note",
-                        f"{hip} returns {self.target.nodiscard}, which is [[nodiscard]] in HIP "
-                        f"{format_version(self.target.version) or '(newest)'} (C++17): the discarded result is "
-                        "made explicit with (void), as the CUDA code discarded it",
-                        "check the error instead of discarding it",
-                        False,
-                        "nodiscard-void",
-                    )
-                )
+                st.discarded.append((start, data[start:end]))  # one note per file: see _finish
                 return b"(void)" + act.replacement, end, False
             if act.finding is None and act.replacement is not None:
                 return act.replacement, end, False
@@ -698,7 +688,7 @@ class Translator:
             return act.replacement, end, False
         return None
 
-    def _downgrade_finding(self, data: bytes, start: int, end: int, dg: Downgrade) -> RawFinding:
+    def _downgrade_finding(self, data: bytes, start: int, end: int, dg: Downgrade, st: _FileState) -> RawFinding:
         """The finding of a downgrade: a dropped mask that named every lane is a note-worthy hazard, one that
         named some lanes or is computed at run time blocks (the mask-less form involves every active lane)."""
         mask = None
@@ -706,10 +696,12 @@ class Translator:
             span = masks.first_argument(data, end)
             if span is not None:
                 mask = masks.classify(data, start, data[span[0] : span[1]], self.project_masks)
+                if mask.unresolved:
+                    st.unresolved.add(mask.unresolved)
         return _downgrade_finding(start, dg, mask)
 
     def _mask_occurrence(
-        self, data: bytes, start: int, end: int, act: _Action, findings: list[RawFinding]
+        self, data: bytes, start: int, end: int, act: _Action, st: _FileState
     ) -> tuple[bytes, int, bool] | None:
         """A ``*_sync`` call for a target with 64-bit masks: a full-warp mask becomes the full-wavefront one (and
         ``__activemask()`` kept in 32 bits becomes ``__activemask()``); a partial or run-time 32-bit mask is a
@@ -719,7 +711,10 @@ class Translator:
             return None
         a, b = span
         name = data[start:end].decode("latin-1")
+        findings = st.findings
         mask = masks.classify(data, start, data[a:b], self.project_masks)
+        if mask.unresolved:
+            st.unresolved.add(mask.unresolved)
         target = f"HIP {format_version(self.target.version) or '(newest)'}"
         if mask.cls in (masks.FULL32, masks.ACTIVE32):
             if mask.cls == masks.FULL32 and masks.is_name(data[a:b]):  # the name stays: a macro, or a constant
@@ -846,8 +841,31 @@ class Translator:
                     )
                 )
             changed = changed or len(failed) < len(launches)
-        facts = st.facts | insert.facts(data, spans, self.target.sync_define)
-        return FileResult(out, changed, findings, includes, defines, spans, facts)
+        if st.discarded:
+            findings.append(self._discarded_note(data, st.discarded))
+        facts = st.facts | insert.defines_and_lines(data, self.target.sync_define)
+        fr = FileResult(out, changed, findings, includes, defines, spans, facts)
+        fr.unresolved = sorted(n.decode("latin-1") for n in st.unresolved)
+        return fr
+
+    def _discarded_note(self, data: bytes, calls: list[tuple[int, bytes]]) -> RawFinding:
+        """One note for every call of the file whose hipError_t result got (void), at the first one."""
+        pos = positions(data, [off for off, _ in calls])
+        names = sorted({name.decode("latin-1") for _, name in calls})
+        lines = ", ".join(str(pos[off][0]) for off, _ in calls[:20]) + (", ..." if len(calls) > 20 else "")
+        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        target = format_version(self.target.version) or "(newest)"
+        return RawFinding(
+            calls[0][0],
+            calls[0][1].decode("latin-1"),
+            "note",
+            f"{len(calls)} call{'s' if len(calls) > 1 else ''} whose {self.target.nodiscard} result the CUDA code "
+            f"discards ({shown}; line{'s' if len(calls) > 1 else ''} {lines}) got (void): {self.target.nodiscard} "
+            f"is [[nodiscard]] in HIP {target} (C++17), so an unchecked call warns (an error under -Werror)",
+            "check the errors instead of discarding them",
+            False,
+            "nodiscard-void",
+        )
 
     def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
         act = self.action(m.group())
@@ -905,6 +923,11 @@ def _maybe_statement(data: bytes, start: int) -> bool:
 
 def _line_comment_at(line: bytes) -> int:
     """Where a ``//`` comment starts in ``line`` (outside string and character literals), or -1."""
+    at = line.find(b"//")
+    if at < 0:
+        return -1
+    if b'"' not in line[:at] and b"'" not in line[:at]:
+        return at
     quote = 0
     i = 0
     n = len(line)
@@ -948,6 +971,9 @@ def _prev_code(data: bytes, j: int) -> int:
         return j
 
 
+_CALL_TOKENS = _Lazy(rb"[()\";']|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+
+
 def _call_end(data: bytes, end: int) -> int:
     """After the name ending at ``end``: the offset just past its call's closing parenthesis, or -1."""
     n = len(data)
@@ -957,29 +983,26 @@ def _call_end(data: bytes, end: int) -> int:
     if i >= n or data[i] != 0x28:
         return -1
     depth = 0
-    while i < n:
-        c = data[i]
+    rx = _CALL_TOKENS()
+    while True:
+        m = rx.search(data, i)
+        if m is None:
+            return -1
+        c = data[m.start()]
+        i = m.end()
         if c == 0x28:
             depth += 1
         elif c == 0x29:
             depth -= 1
             if depth == 0:
-                return i + 1
-        elif c in b"\"'":
-            k = i + 1
+                return i
+        elif c in b"\"'" and m.end() - m.start() == 1:
+            k = i
             while k < n and data[k] != c and data[k] != 0x0A:
                 k += 2 if data[k] == 0x5C else 1
-            i = k
-        elif c == 0x2F and data[i + 1 : i + 2] == b"/":
-            nl = data.find(b"\n", i)
-            i = n if nl < 0 else nl
-        elif c == 0x2F and data[i + 1 : i + 2] == b"*":
-            close = data.find(b"*/", i + 2)
-            i = n if close < 0 else close + 1
+            i = k + 1
         elif c == 0x3B and depth == 1:
             return -1  # a ';' in the arguments: not a plain call
-        i += 1
-    return -1
 
 
 def _discarded_call(data: bytes, start: int, end: int) -> bool:
