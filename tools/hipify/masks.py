@@ -104,6 +104,9 @@ _CAST_C = re.compile(rb"\(\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)\)")
 _CAST_CPP = re.compile(rb"static_cast\s*<\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)>\s*\(")
 _CALL = re.compile(rb"([A-Za-z_]\w*)\s*\(")
 _NAME = re.compile(rb"[A-Za-z_]\w*")
+_IDC_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(
+    range(0x80, 0x100)
+)
 #: lanes 32-63: OR-ed into a full-warp mask held by a name, so the name stays (and stays used)
 UPPER_LANES = "0xffffffff00000000ULL"
 _WS = re.compile(rb"\s+")
@@ -329,8 +332,27 @@ def _top_level_parts(text: bytes) -> list[bytes]:
     return parts
 
 
+@lru_cache(maxsize=1024)
+def _literal_mask(text: bytes) -> Mask | None:
+    """``classify`` of a mask made of literals only (no names: the context does not matter), memoised."""
+    return classify_literal(text) if _NUMERIC_CAST.fullmatch(text) or text == b"__activemask()" else None
+
+
+def classify_literal(text: bytes) -> Mask | None:
+    value = constant(text)
+    if value is None:
+        return Mask(ACTIVE, "__activemask()") if text == b"__activemask()" else None
+    shown = _WS.sub(b" ", _strip_parens(text)).decode("latin-1")
+    cls = _of_value(value)
+    return Mask(cls, f"{shown} = {value[0]:#x}" if cls == PARTIAL else shown)
+
+
 def classify(data: bytes, call_start: int, mask: bytes, known: Known = _NO_KNOWN, depth: int = 0) -> Mask:
     """The class of ``mask`` (the argument's text) of a call at ``call_start`` of the file ``data``."""
+    if depth == 0 and len(mask) < 64:
+        hit = _literal_mask(mask)
+        if hit is not None:
+            return hit
     text = _strip_parens(mask)
     parts = _top_level_parts(text)
     if len(parts) > 1:  # a comma expression: its value is the last operand's ("((void)m, __activemask())")
@@ -391,41 +413,72 @@ def value_of(data: bytes, call_start: int, name: bytes, known: Known, depth: int
         return None if value is None else (f"#define {name.decode('latin-1')} {text}", value)
     decl = _declaration(data, call_start, word)
     if decl is not None:
-        spec = int_type(decl.group(1))
-        tokens = _norm_type(decl.group(1)).split(b" ")
-        if spec is None or decl.group(2) not in (b"=", b"{") or _is_parameter(data, decl):
+        spec = int_type(decl.words)
+        tokens = _norm_type(decl.words).split(b" ")
+        if spec is None or decl.after not in (b"=", b"{") or _is_parameter(data, decl):
             return None
-        if not (b"const" in tokens or b"constexpr" in tokens) and _assigned(data, decl.end(), call_start, word):
+        if not (b"const" in tokens or b"constexpr" in tokens) and _assigned(data, decl.end, call_start, word):
             return None
-        init = _initializer(data, decl.end())
+        init = _initializer(data, decl.end)
         value = constant(init, resolve)
         if value is None:
             return None
-        how = f"{_norm_type(decl.group(1)).decode('latin-1')} {name.decode('latin-1')} = "
+        how = f"{_norm_type(decl.words).decode('latin-1')} {name.decode('latin-1')} = "
         return how + _WS.sub(b" ", _strip_parens(init)).decode("latin-1"), _convert(value, *spec)
     hit = known.get(name)
     return None if hit is None else (f"{hit[0]}, in a project header", hit[1])
 
 
-def _declaration(data: bytes, call_start: int, word: bytes) -> re.Match[bytes] | None:
-    """The nearest declaration of the name (``word``, escaped) before ``call_start``: group 1 its type words,
-    group 2 what follows the name (``=``, ``{``, ``;``, ``,`` or ``)``)."""
+class _Decl:
+    """A declaration found by ``_declaration``: its type ``words``, what follows the name (``after``), and where
+    it starts (the type words) and ends (after ``after``)."""
+
+    __slots__ = ("after", "end", "start", "words")
+
+    def __init__(self, words: bytes, after: bytes, start: int, end: int) -> None:
+        self.words = words
+        self.after = after
+        self.start = start
+        self.end = end
+
+
+_AFTER_NAME = re.compile(rb"\s*(=|\{|;|,|\))")
+_TYPE_WORDS = re.compile(rb"[ \t]*(?:[A-Za-z_][\w:]*[ \t]+)+\Z")
+_BOUNDARIES = (b"\n", b";", b"{", b"}", b"(", b",")
+
+
+def _declaration(data: bytes, call_start: int, word: bytes) -> _Decl | None:
+    """The nearest declaration of the name (``word``, escaped) before ``call_start``: type words, then the name,
+    then ``=``, ``{``, ``;``, ``,`` or ``)``; the type words start after a line start or ``; { } ( ,``."""
+    name = re.sub(rb"\\(.)", rb"\1", word)  # (re.escape undone: names are identifiers)
+    n = len(name)
     decl = None
-    pattern = rb"(?:^|(?<=[;{}(,]))([ \t]*(?:[A-Za-z_][\w:]*[ \t]+)+)" + word + rb"\s*(=|\{|;|,|\))"
-    for m in re.finditer(pattern, data[:call_start], re.M):
-        words = m.group(1).split()
-        if int_type(m.group(1)) is not None or (
-            m.group(2) in (b"=", b"{") and not _NOT_TYPES.intersection(words)  # a type of unknown width, or auto
-        ):
-            decl = m
+    find = data.find
+    i = find(name, 0, call_start)
+    while i >= 0:
+        end = i + n
+        if (i == 0 or data[i - 1] not in _IDC_BYTES) and (end >= len(data) or data[end] not in _IDC_BYTES):
+            after = _AFTER_NAME.match(data, end)
+            if after is not None:
+                lo = max(data.rfind(b, max(0, i - 256), i) for b in _BOUNDARIES) + 1
+                if lo == 0 and i > 256:
+                    lo = i - 256
+                words = data[lo:i]
+                if _TYPE_WORDS.match(words):
+                    split = words.split()
+                    if int_type(words) is not None or (
+                        after.group(1) in (b"=", b"{") and not _NOT_TYPES.intersection(split)
+                    ):
+                        decl = _Decl(words, after.group(1), lo, after.end())
+        i = find(name, end, call_start)
     return decl
 
 
-def _is_parameter(data: bytes, decl: re.Match[bytes]) -> bool:
+def _is_parameter(data: bytes, decl: _Decl) -> bool:
     """Whether the declaration follows ``(`` or ``,`` of a parameter list (not ``for (``/``if (``...)."""
-    before = data[: decl.start()].rstrip()
-    opener = data[decl.start() - 1 : decl.start()] if decl.start() > 0 else b""
-    return opener == b"," or (opener == b"(" and not before[:-1].rstrip().endswith(_KEYWORDS_BEFORE_PAREN))
+    opener = data[decl.start - 1 : decl.start] if decl.start > 0 else b""
+    before = data[max(0, decl.start - 64) : decl.start - 1].rstrip()
+    return opener == b"," or (opener == b"(" and not before.endswith(_KEYWORDS_BEFORE_PAREN))
 
 
 def _assigned(data: bytes, start: int, end: int, word: bytes) -> bool:
@@ -455,17 +508,17 @@ def _named(data: bytes, call_start: int, name: bytes, shown: str, known: Known, 
         if name in known:
             return Mask(_of_value(known[name][1]), f"{shown} ({known[name][0]}, in a project header)")
         return Mask(RUNTIME, f"{shown} is defined neither in this file nor as a constant in a project header", name)
-    words = decl.group(1)
+    words = decl.words
     spec = int_type(words)
     tokens = _norm_type(words).split(b" ")
     const = b"const" in tokens or b"constexpr" in tokens
     width = spec[0] if spec is not None else None
     if _is_parameter(data, decl):
         return _typed_runtime(shown, width, "a function parameter (its callers' values are not known here)")
-    if decl.group(2) in (b";", b",", b")"):
+    if decl.after in (b";", b",", b")"):
         return _typed_runtime(shown, width, "declared without a value and assigned at run time")
-    init = _initializer(data, decl.end())
-    if not const and _assigned(data, decl.end(), call_start, word):
+    init = _initializer(data, decl.end)
+    if not const and _assigned(data, decl.end, call_start, word):
         return _typed_runtime(shown, width, "assigned again before the call")
     init_text = _WS.sub(b" ", _strip_parens(init)).decode("latin-1")
     decl_text = f"{_norm_type(words).decode('latin-1')} {shown} = {init_text}"

@@ -631,7 +631,10 @@ class Translator:
         def on_text(start: int, end: int) -> bytes | None:
             return self._retranslated(data[start:end])
 
-        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text)
+        def on_statement(start: int, end: int) -> bool:
+            return self._discards(data, start, end, st)
+
+        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text, on_statement)
         return self._finish(data, result, st, spans, launches)
 
     def _classify(self, name: bytes) -> bytes | bool | tuple[bytes] | None:
@@ -668,9 +671,8 @@ class Translator:
                 if edit is not None:
                     return edit
         if act.stmt:
-            if _maybe_statement(data, start) and _discarded_call(data, start, end):
+            if _maybe_statement(data, start) and self._discards(data, start, end, st):
                 assert act.replacement is not None
-                st.discarded.append((start, data[start:end]))  # one note per file: see _finish
                 return b"(void)" + act.replacement, end, False
             if act.finding is None and act.replacement is not None:
                 return act.replacement, end, False
@@ -687,6 +689,14 @@ class Translator:
         if act.replacement is not None:
             return act.replacement, end, False
         return None
+
+    def _discards(self, data: bytes, start: int, end: int, st: _FileState) -> bool:
+        """Whether the call at ``data[start:end]`` (where ``_maybe_statement`` holds) discards its result; if so
+        it is recorded (one note per file: see _finish) and gets ``(void)``."""
+        if _discarded_call(data, start, end):
+            st.discarded.append((start, data[start:end]))
+            return True
+        return False
 
     def _downgrade_finding(self, data: bytes, start: int, end: int, dg: Downgrade, st: _FileState) -> RawFinding:
         """The finding of a downgrade: a dropped mask that named every lane is a note-worthy hazard, one that
@@ -949,6 +959,17 @@ def _line_comment_at(line: bytes) -> int:
 def _prev_code(data: bytes, j: int) -> int:
     """The end of the code before ``j`` (comments and blanks skipped); 0 at the start of the file, -1 when a
     preprocessor line before ``j``'s own line comes first (a statement boundary)."""
+    # the common cases first: code before it on its line, or a plain line of code before its line
+    k = j
+    while k and data[k - 1] in b" \t":
+        k -= 1
+    if k and data[k - 1] not in b"\n/":
+        return k
+    if k and data[k - 1] == 0x0A:
+        ls = data.rfind(b"\n", 0, k - 1) + 1
+        line = data[ls : k - 1].rstrip()
+        if line and b"/" not in line and not line.lstrip().startswith(b"#"):
+            return ls + len(line)
     own_line = data.rfind(b"\n", 0, j) + 1
     while True:
         while j > 0 and data[j - 1] in _DISCARD_WS:
@@ -1005,27 +1026,31 @@ def _call_end(data: bytes, end: int) -> int:
             return -1  # a ';' in the arguments: not a plain call
 
 
+_SIMPLE_STATEMENT = _Lazy(rb"\s*\((?:[^()\"'/;]|\((?:[^()\"'/;]|\([^()\"'/;]*\))*\))*\)\s*;")
+
+
 def _discarded_call(data: bytes, start: int, end: int) -> bool:
     """Whether the call of the name at ``data[start:end]`` is a statement of its own (its result discarded):
     ``name(...);`` after ``;``, ``{``, ``}``, ``else``, ``do``, a label, the ``)`` of an if/for/while, a
     preprocessor line or the start of the file (comments and a leading ``::`` aside)."""
-    close = _call_end(data, end)
-    if close < 0:
-        return False
-    n = len(data)
-    k = close
-    while True:
-        while k < n and data[k] in _DISCARD_WS:
-            k += 1
-        if data[k : k + 2] == b"/*":
-            c = data.find(b"*/", k + 2)
-            if c < 0:
-                return False
-            k = c + 2
-            continue
-        break
-    if k >= n or data[k] != 0x3B:
-        return False
+    if _SIMPLE_STATEMENT().match(data, end) is None:  # the common case in one match; else, the whole way
+        close = _call_end(data, end)
+        if close < 0:
+            return False
+        n = len(data)
+        k = close
+        while True:
+            while k < n and data[k] in _DISCARD_WS:
+                k += 1
+            if data[k : k + 2] == b"/*":
+                c = data.find(b"*/", k + 2)
+                if c < 0:
+                    return False
+                k = c + 2
+                continue
+            break
+        if k >= n or data[k] != 0x3B:
+            return False
     j = _prev_code(data, start)
     if j > 1 and data[j - 2 : j] == b"::":
         return False  # ::name(...): "(void)" cannot go between "::" and the name (kept as is: it warns)

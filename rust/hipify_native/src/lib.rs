@@ -164,7 +164,9 @@ impl Scanner {
     /// - `on_name(start, end) -> None | (text, resume, skip)`: replace `data[start:resume]` with `text`;
     ///   `skip`: tokens before `resume` are consumed (a rewritten call's arguments);
     /// - `on_include(start, path_start, path_end, angled, out_path_start) -> None | (start, end, text)`;
-    /// - `on_text(start, end) -> None | bytes`: a comment or literal's new text (only with `literals`).
+    /// - `on_text(start, end) -> None | bytes`: a comment or literal's new text (only with `literals`);
+    /// - `on_statement(start, end) -> bool`: for a `(rename,)` name where `maybe_statement` holds, whether the
+    ///   call's result is discarded (then `(void)` goes before the rename).
     ///
     /// Returns (output or None when nothing changed, spans of comments and literals, launches as
     /// (output offset, input offset) of each `<<<`).
@@ -177,6 +179,7 @@ impl Scanner {
         on_name: &Bound<'py, PyAny>,
         on_include: &Bound<'py, PyAny>,
         on_text: &Bound<'py, PyAny>,
+        on_statement: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = data.len();
         let mut w = Walk {
@@ -229,8 +232,16 @@ impl Scanner {
                 match &self.slots[name] {
                     Slot::Skip => {}
                     Slot::Rename(text) => w.replace(s, e, text),
-                    Slot::Statement(text) if !maybe_statement(data, s) => w.replace(s, e, text),
-                    Slot::Statement(_) | Slot::Decide => {
+                    Slot::Statement(text) => {
+                        if maybe_statement(data, s) && on_statement.call1((s, e))?.is_truthy()? {
+                            let mut with_void = b"(void)".to_vec();
+                            with_void.extend_from_slice(text);
+                            w.replace(s, e, &with_void);
+                        } else {
+                            w.replace(s, e, text);
+                        }
+                    }
+                    Slot::Decide => {
                         let r = on_name.call1((s, e))?;
                         if !r.is_none() {
                             let (text, resume, skip): (Bound<'py, PyBytes>, usize, bool) =
