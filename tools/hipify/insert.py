@@ -93,8 +93,9 @@ def defines_and_lines(data: bytes, sync_macro: str | None) -> int:
     return out
 
 
-_DIRECTIVE = re.compile(rb"[ \t]*#[ \t]*(\w*)[ \t]*(\S*)")
-_GUARD_IF = re.compile(rb"[ \t]*#[ \t]*if[ \t]*![ \t]*defined[ \t]*\(?[ \t]*(\w+)")
+# (compiled where used, through re's cache: start-up time)
+_DIRECTIVE = rb"[ \t]*#[ \t]*(\w*)[ \t]*(\S*)"
+_GUARD_IF = rb"[ \t]*#[ \t]*if[ \t]*![ \t]*defined[ \t]*\(?[ \t]*(\w+)"
 
 
 def _logical_end(data: bytes, i: int) -> int:
@@ -136,7 +137,7 @@ def insertion_point(data: bytes) -> int:
                 return guard_at if guard_at >= 0 else i  # code after the comment on its line
             i = rest_end + 1
             continue
-        m = _DIRECTIVE.match(line)
+        m = re.match(_DIRECTIVE, line)
         if m is None:
             return guard_at if guard_at >= 0 else i  # code
         name, arg = m.group(1), m.group(2)
@@ -147,7 +148,7 @@ def insertion_point(data: bytes) -> int:
         if directives == 1 and name in (b"ifndef", b"if"):
             found = arg if name == b"ifndef" else None
             if found is None:
-                g = _GUARD_IF.match(line)
+                g = re.match(_GUARD_IF, line)
                 found = g.group(1) if g is not None else None
             if found:
                 guard, guard_at = found, i

@@ -16,8 +16,36 @@ with what it found (see docs/hipify.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
+
+
+class _LazyRe:
+    """A bytes regex compiled on first use (start-up time counts: most runs never see a lane mask)."""
+
+    __slots__ = ("_args", "_rx")
+
+    def __init__(self, pattern: bytes, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._rx: re.Pattern[bytes] | None = None
+
+    def _get(self) -> re.Pattern[bytes]:
+        if self._rx is None:
+            self._rx = re.compile(*self._args)
+        return self._rx
+
+    def match(self, data: bytes, pos: int = 0) -> re.Match[bytes] | None:
+        return self._get().match(data, pos)
+
+    def fullmatch(self, data: bytes) -> re.Match[bytes] | None:
+        return self._get().fullmatch(data)
+
+    def finditer(self, data: bytes) -> Iterator[re.Match[bytes]]:
+        return self._get().finditer(data)
+
+    def sub(self, repl: bytes, data: bytes) -> bytes:
+        return self._get().sub(repl, data)
+
 
 # The CUDA builtins whose first parameter is the lane mask (CUDA C++ Programming Guide, warp functions).
 MASKED = frozenset(
@@ -98,18 +126,18 @@ _QUALIFIERS = {
     b"__forceinline__",
     b"register",
 }
-_IDENT = re.compile(rb"(?:::\s*)?[A-Za-z_]\w*\Z")
-_LITERAL = re.compile(rb"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlL]*)")
-_CAST_C = re.compile(rb"\(\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)\)")
-_CAST_CPP = re.compile(rb"static_cast\s*<\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)>\s*\(")
-_CALL = re.compile(rb"([A-Za-z_]\w*)\s*\(")
-_NAME = re.compile(rb"[A-Za-z_]\w*")
+_IDENT = _LazyRe(rb"(?:::\s*)?[A-Za-z_]\w*\Z")
+_LITERAL = _LazyRe(rb"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlL]*)")
+_CAST_C = _LazyRe(rb"\(\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)\)")
+_CAST_CPP = _LazyRe(rb"static_cast\s*<\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)>\s*\(")
+_CALL = _LazyRe(rb"([A-Za-z_]\w*)\s*\(")
+_NAME = _LazyRe(rb"[A-Za-z_]\w*")
 _IDC_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(
     range(0x80, 0x100)
 )
 #: lanes 32-63: OR-ed into a full-warp mask held by a name, so the name stays (and stays used)
 UPPER_LANES = "0xffffffff00000000ULL"
-_WS = re.compile(rb"\s+")
+_WS = _LazyRe(rb"\s+")
 _KEYWORDS_BEFORE_PAREN = (b"for", b"if", b"while", b"switch")
 # words before a name that do not make it a declaration ("return mask;", "case X:", ...)
 _NOT_TYPES = frozenset(
@@ -442,8 +470,8 @@ class _Decl:
         self.end = end
 
 
-_AFTER_NAME = re.compile(rb"\s*(=|\{|;|,|\))")
-_TYPE_WORDS = re.compile(rb"[ \t]*(?:[A-Za-z_][\w:]*[ \t]+)+\Z")
+_AFTER_NAME = _LazyRe(rb"\s*(=|\{|;|,|\))")
+_TYPE_WORDS = _LazyRe(rb"[ \t]*(?:[A-Za-z_][\w:]*[ \t]+)+\Z")
 _BOUNDARIES = (b"\n", b";", b"{", b"}", b"(", b",")
 
 
@@ -601,8 +629,8 @@ def first_argument(data: bytes, end: int) -> tuple[int, int] | None:
 
 
 # what a constant integer expression made of literals can contain (a cheap test before evaluating one)
-_NUMERIC = re.compile(rb"[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
-_NUMERIC_CAST = re.compile(rb"(?:static_cast\s*<[\w\s:]+>|\(\s*[\w\s:]+\))?[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
+_NUMERIC = _LazyRe(rb"[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
+_NUMERIC_CAST = _LazyRe(rb"(?:static_cast\s*<[\w\s:]+>|\(\s*[\w\s:]+\))?[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
 
 
 @lru_cache(maxsize=4096)
@@ -610,8 +638,8 @@ def _literal_constant(text: bytes) -> Value | None:
     return constant(text)
 
 
-_HEADER_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)$", re.M)
-_HEADER_CONST = re.compile(
+_HEADER_DEFINE = _LazyRe(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)$", re.M)
+_HEADER_CONST = _LazyRe(
     rb"^[ \t]*((?:(?:static|inline|__device__|__constant__|__host__)[ \t]+)*(?:constexpr|const)[ \t]+[^=;(){}\n]*?)"
     rb"[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);",
     re.M,
