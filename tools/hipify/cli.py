@@ -218,7 +218,7 @@ def main(argv: list[str]) -> int:
         return 0
     args = _fast_parse(argv) or build_parser().parse_args(argv)
     options = HipifyOptions(
-        hip_version=parse_hip_version(args.hip_version) if args.hip_version else None,
+        hip_version=parse_hip_version(args.hip_version) if args.hip_version is not None else None,
         translate_comments_and_strings=args.translate_comments,
         launch_style=args.launch,
         mapping_overrides=args.mappings,

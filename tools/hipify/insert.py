@@ -1,7 +1,8 @@
 """Lines the translation adds at the top of a file: ``#include <hip/hip_runtime.h>`` (nvcc includes
 ``cuda_runtime.h`` in every ``.cu`` file by itself; HIP-Clang does not), and the macro HIP 6.2-6.x needs to declare
-the warp ``*_sync`` builtins. What a file uses is found here (``facts``); whether a file needs the lines is decided
-by the tree pass, which sees the project headers each file includes (tools/hipify/tree.py).
+the warp ``*_sync`` builtins. What a file uses is found here (``uses``, ``defines_and_lines``; the translator
+records what it includes); whether a file needs the lines is decided by the tree pass, which sees the project
+headers each file includes (tools/hipify/tree.py).
 
 Both are placed at one point (``insertion_point``): after a UTF-8 byte-order mark, blank lines, comments,
 ``#pragma once``, an include guard (``#ifndef X`` + ``#define X`` as the first two directives) and leading
@@ -24,93 +25,66 @@ HAS_RUNTIME_API = 16  # includes hip/hip_runtime_api.h (after translation)
 DEFINES_SYNC = 32  # #defines the warp-sync macro itself
 CRLF = 64  # its lines end with CRLF
 
+#: the files nvcc compiles with cuda_runtime.h included implicitly: .cu, and the headers (which .cu files include);
+#: a .c/.cpp/.cc file is compiled by the host compiler in a CUDA build and includes what it uses itself
+IMPLICIT_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp"})
+
 RUNTIME_HEADER = b"hip/hip_runtime.h"
 RUNTIME_API_HEADER = b"hip/hip_runtime_api.h"
 
-# Device-code markers: (needle, whole word?) - hip_runtime.h declares these or what they need (the execution-space
-# keywords come with HIP-Clang's own wrapper, but a file with them is device code nvcc would have given the runtime).
-_DEVICE = (
-    (b"__global__", True),
-    (b"__device__", True),
-    (b"threadIdx", True),
-    (b"blockIdx", True),
-    (b"blockDim", True),
-    (b"gridDim", True),
-    (b"__shared__", True),
-    (b"__constant__", True),
-    (b"__managed__", True),
-    (b"warpSize", True),
-    (b"__syncthreads", False),
-    (b"__threadfence", False),
-    (b"__shfl", False),
-    (b"__ballot", False),
-    (b"__activemask", True),
-    (b"__syncwarp", True),
-    (b"__any_sync", True),
-    (b"__all_sync", True),
-    (b"__launch_bounds__", True),
-    (b"__ldg", True),
-    (b"atomicAdd", True),
-    (b"atomicCAS", True),
-    (b"atomicExch", True),
-    (b"atomicMax", True),
-    (b"atomicMin", True),
-    (b"atomicSub", True),
-    (b"atomicAnd", True),
-    (b"atomicOr", True),
-    (b"atomicXor", True),
-    (b"atomicInc", True),
-    (b"atomicDec", True),
-    (b"<<<", False),
-)
-# Runtime/driver API names: (needle, the bytes that may follow it) - cudaMalloc, cuInit, CUresult, hipMalloc.
-_API = (
-    (b"cuda", frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")),
-    (b"hip", frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")),
-    (b"cu", frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")),
-    (b"CU", frozenset(b"abcdefghijklmnopqrstuvwxyz")),
-)
+# Device code: device builtins (threadIdx, __syncthreads, atomics, shuffles) can only be used in functions marked
+# __device__ or __global__, so those keywords and <<< launches find the files that need hip_runtime.h (the keywords
+# come with HIP-Clang's own wrapper, but a file with them is device code, which nvcc compiled with the runtime
+# included). Runtime API names: cudaMalloc, cudaStream_t, hipMalloc (the driver API is declared by cuda.h, which
+# nvcc does not include implicitly: a file using it includes it). Few needles: each is a full bytes.find.
+_DEVICE = (b"__global__", b"__device__", b"<<<")
+_API = (b"cuda", b"hip")  # followed by an upper-case letter
+_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _SYNC_DEFINE = r"^[ \t]*#[ \t]*define[ \t]+{}\b"
 
 
-def _first(  # noqa: PLR0917
-    data: bytes,
-    needle: bytes,
-    word: bool,
-    follow: frozenset[int] | None,
-    outside: list[int],
-    spans: list[tuple[int, int]],
+def _first(
+    data: bytes, needle: bytes, starts: list[int], spans: list[tuple[int, int]], follow: frozenset[int] | None
 ) -> int:
-    """The offset of the first occurrence of ``needle`` at an identifier start, outside ``spans``, or -1."""
+    """The first occurrence of ``needle`` as a whole word (or followed by a byte of ``follow``) outside the
+    comments and literals ``spans`` (their ``starts``), or -1. Each search is ``bytes.find``'s (C speed)."""
+    find = data.find
     n = len(needle)
-    i = data.find(needle)
+    size = len(data)
+    i = find(needle)
     while i >= 0:
-        ok = not (needle[0] in _IDC and i and data[i - 1] in _IDC)
-        if ok and word and i + n < len(data) and data[i + n] in _IDC:
-            ok = False
-        if ok and follow is not None and (i + n >= len(data) or data[i + n] not in follow):
-            ok = False
-        if ok:
-            k = bisect_right(outside, i) - 1
-            if not (k >= 0 and i < spans[k][1]):
-                return i
-        i = data.find(needle, i + 1)
+        k = bisect_right(starts, i) - 1
+        if k >= 0 and i < spans[k][1]:
+            i = find(needle, spans[k][1])  # in a comment or literal: go on after it
+            continue
+        end = i + n
+        before_ok = needle[0] == 0x3C or i == 0 or data[i - 1] not in _IDC
+        if follow is None:
+            after_ok = needle[0] == 0x3C or end >= size or data[end] not in _IDC
+        else:
+            after_ok = end < size and data[end] in follow
+        if before_ok and after_ok:
+            return i
+        i = find(needle, i + 1)
     return -1
 
 
-def facts(data: bytes, spans: list[tuple[int, int]], sync_macro: str | None) -> int:
-    """What the input ``data`` uses, outside its comments and literals (``spans``, sorted)."""
+def uses(data: bytes, spans: list[tuple[int, int]]) -> int:
+    """``USES_DEVICE`` or ``USES_API`` (or 0): what the input ``data`` uses, outside its comments and literals
+    (``spans``, sorted). The tree pass asks only for the files nvcc gave the runtime implicitly (see
+    ``IMPLICIT_SUFFIXES``) that do not include it themselves."""
     starts = [a for a, _ in spans]
+    if any(_first(data, needle, starts, spans, None) >= 0 for needle in _DEVICE):
+        return USES_DEVICE  # device code needs all of the runtime: the API names do not matter then
+    if any(_first(data, needle, starts, spans, _UPPER) >= 0 for needle in _API):
+        return USES_API
+    return 0
+
+
+def defines_and_lines(data: bytes, sync_macro: str | None) -> int:
+    """``DEFINES_SYNC`` (the file defines the warp-sync macro itself) and ``CRLF`` (its lines end so)."""
     out = 0
-    for needle, word in _DEVICE:
-        if needle in data and _first(data, needle, word, None, starts, spans) >= 0:
-            out |= USES_DEVICE
-            break
-    for needle, follow in _API:
-        if needle in data and _first(data, needle, False, follow, starts, spans) >= 0:
-            out |= USES_API
-            break
     if sync_macro and sync_macro.encode() in data and re.search(_SYNC_DEFINE.format(sync_macro).encode(), data, re.M):
         out |= DEFINES_SYNC
     nl = data.find(b"\n")
@@ -119,8 +93,9 @@ def facts(data: bytes, spans: list[tuple[int, int]], sync_macro: str | None) -> 
     return out
 
 
-_DIRECTIVE = re.compile(rb"[ \t]*#[ \t]*(\w*)[ \t]*(\S*)")
-_GUARD_IF = re.compile(rb"[ \t]*#[ \t]*if[ \t]*![ \t]*defined[ \t]*\(?[ \t]*(\w+)")
+# (compiled where used, through re's cache: start-up time)
+_DIRECTIVE = rb"[ \t]*#[ \t]*(\w*)[ \t]*(\S*)"
+_GUARD_IF = rb"[ \t]*#[ \t]*if[ \t]*![ \t]*defined[ \t]*\(?[ \t]*(\w+)"
 
 
 def _logical_end(data: bytes, i: int) -> int:
@@ -162,7 +137,7 @@ def insertion_point(data: bytes) -> int:
                 return guard_at if guard_at >= 0 else i  # code after the comment on its line
             i = rest_end + 1
             continue
-        m = _DIRECTIVE.match(line)
+        m = re.match(_DIRECTIVE, line)
         if m is None:
             return guard_at if guard_at >= 0 else i  # code
         name, arg = m.group(1), m.group(2)
@@ -173,7 +148,7 @@ def insertion_point(data: bytes) -> int:
         if directives == 1 and name in (b"ifndef", b"if"):
             found = arg if name == b"ifndef" else None
             if found is None:
-                g = _GUARD_IF.match(line)
+                g = re.match(_GUARD_IF, line)
                 found = g.group(1) if g is not None else None
             if found:
                 guard, guard_at = found, i

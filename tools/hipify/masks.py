@@ -6,14 +6,46 @@ builtin with the same mask; a CDNA wavefront has 64 lanes (RDNA: 32, where HIP i
 So a mask that names the whole 32-lane warp means "the whole wavefront" and becomes the full 64-bit mask; a
 mask naming part of the warp, or one computed at run time, cannot be widened by a rule and is reported.
 
-``classify(data, call_start, mask)`` looks at the mask's text (bytes of one file) and, for a name, at its
-``#define`` or its declaration before the call in the same file. Only the file itself is read: a mask macro
-defined in another header is "computed at run time" here (see docs/hipify.md).
+``classify(data, call_start, mask, known)`` looks at the mask's text (bytes of one file) and, for a name, at its
+``#define`` or its declaration before the call in the same file, else at ``known``: the constant masks the
+project's headers define (``header_masks``). A name found nowhere is "computed at run time" and recorded
+(``Mask.unresolved``): the tree pass then looks for it in the headers it translates and translates the file again
+with what it found (see docs/hipify.md).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import lru_cache
+
+
+class _LazyRe:
+    """A bytes regex compiled on first use (start-up time counts: most runs never see a lane mask)."""
+
+    __slots__ = ("_args", "_rx")
+
+    def __init__(self, pattern: bytes, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._rx: re.Pattern[bytes] | None = None
+
+    def _get(self) -> re.Pattern[bytes]:
+        if self._rx is None:
+            self._rx = re.compile(*self._args)
+        return self._rx
+
+    def match(self, data: bytes, pos: int = 0) -> re.Match[bytes] | None:
+        return self._get().match(data, pos)
+
+    def fullmatch(self, data: bytes) -> re.Match[bytes] | None:
+        return self._get().fullmatch(data)
+
+    def finditer(self, data: bytes) -> Iterator[re.Match[bytes]]:
+        return self._get().finditer(data)
+
+    def sub(self, repl: bytes, data: bytes) -> bytes:
+        return self._get().sub(repl, data)
+
 
 # The CUDA builtins whose first parameter is the lane mask (CUDA C++ Programming Guide, warp functions).
 MASKED = frozenset(
@@ -94,12 +126,18 @@ _QUALIFIERS = {
     b"__forceinline__",
     b"register",
 }
-_IDENT = re.compile(rb"(?:::\s*)?[A-Za-z_]\w*\Z")
-_LITERAL = re.compile(rb"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlL]*)")
-_CAST_C = re.compile(rb"\(\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)\)")
-_CAST_CPP = re.compile(rb"static_cast\s*<\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)>\s*\(")
-_CALL = re.compile(rb"([A-Za-z_]\w*)\s*\(")
-_WS = re.compile(rb"\s+")
+_IDENT = _LazyRe(rb"(?:::\s*)?[A-Za-z_]\w*\Z")
+_LITERAL = _LazyRe(rb"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlL]*)")
+_CAST_C = _LazyRe(rb"\(\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)\)")
+_CAST_CPP = _LazyRe(rb"static_cast\s*<\s*((?:(?:std::)?[A-Za-z_]\w*\s*)+)>\s*\(")
+_CALL = _LazyRe(rb"([A-Za-z_]\w*)\s*\(")
+_NAME = _LazyRe(rb"[A-Za-z_]\w*")
+_IDC_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(
+    range(0x80, 0x100)
+)
+#: lanes 32-63: OR-ed into a full-warp mask held by a name, so the name stays (and stays used)
+UPPER_LANES = "0xffffffff00000000ULL"
+_WS = _LazyRe(rb"\s+")
 _KEYWORDS_BEFORE_PAREN = (b"for", b"if", b"while", b"switch")
 # words before a name that do not make it a declaration ("return mask;", "case X:", ...)
 _NOT_TYPES = frozenset(
@@ -107,6 +145,11 @@ _NOT_TYPES = frozenset(
 )
 
 Value = tuple[int, int, bool]  # (value as unsigned bits, width, signed)
+
+
+def is_name(text: bytes) -> bool:
+    """Whether ``text`` is one identifier (a mask held in a variable or macro)."""
+    return re.fullmatch(rb"\s*[A-Za-z_]\w*\s*", text) is not None
 
 
 def _norm_type(words: bytes) -> bytes:
@@ -131,9 +174,12 @@ class _Expr:
     """A tiny evaluator of integer constant expressions: literals, ( ), unary ~ - +, binary * + - << >> & ^ |,
     with C's literal types (LP64) and usual arithmetic conversions; None when the text is not such a constant."""
 
-    def __init__(self, text: bytes) -> None:
-        self.toks = re.findall(rb"0[xX][0-9a-fA-F']+[uUlL]*|0[bB][01']+[uUlL]*|\d[\d']*[uUlL]*|<<|>>|\S", text)
+    def __init__(self, text: bytes, resolve: Callable[[bytes], Value | None] | None = None) -> None:
+        self.toks = re.findall(
+            rb"0[xX][0-9a-fA-F']+[uUlL]*|0[bB][01']+[uUlL]*|\d[\d']*[uUlL]*|[A-Za-z_]\w*|<<|>>|\S", text
+        )
         self.i = 0
+        self.resolve = resolve
 
     def parse(self) -> Value | None:
         try:
@@ -199,7 +245,11 @@ class _Expr:
             return inner
         m = _LITERAL.fullmatch(tok)
         if m is None:
-            raise ValueError("not a literal")
+            named = self.resolve(tok) if self.resolve is not None and _NAME.fullmatch(tok) else None
+            if named is None:
+                raise ValueError("not a constant")
+            self.i += 1
+            return named
         self.i += 1
         digits = m.group(1).replace(b"'", b"")
         suffix = m.group(2).lower()
@@ -246,11 +296,12 @@ def _of_value(value: Value) -> str:
 class Mask:
     """What a mask argument is: ``cls`` (one of the classes above), ``how`` (a short explanation for findings)."""
 
-    __slots__ = ("cls", "how")
+    __slots__ = ("cls", "how", "unresolved")
 
-    def __init__(self, cls: str, how: str) -> None:
+    def __init__(self, cls: str, how: str, unresolved: bytes = b"") -> None:
         self.cls = cls
         self.how = how
+        self.unresolved = unresolved  # a name defined neither in the file nor in ``known`` (see the tree pass)
 
     def __repr__(self) -> str:
         return f"Mask({self.cls}, {self.how!r})"
@@ -277,10 +328,10 @@ def _casts(text: bytes) -> tuple[bytes, list[tuple[int, bool]]]:
         return text, casts
 
 
-def constant(text: bytes) -> Value | None:
-    """The value of an integer constant expression (casts included), or None."""
+def constant(text: bytes, resolve: Callable[[bytes], Value | None] | None = None) -> Value | None:
+    """The value of an integer constant expression (casts included; names through ``resolve``), or None."""
     inner, casts = _casts(_strip_parens(text))
-    value = _Expr(inner).parse()
+    value = _Expr(inner, resolve).parse()
     if value is None:
         return None
     for width, signed in reversed(casts):
@@ -288,14 +339,67 @@ def constant(text: bytes) -> Value | None:
     return value
 
 
-def classify(data: bytes, call_start: int, mask: bytes, depth: int = 0) -> Mask:
-    """The class of ``mask`` (the argument's text) of a call at ``call_start`` of the file ``data``."""
-    text = _strip_parens(mask)
-    shown = _WS.sub(b" ", text).decode("latin-1")
+Known = Mapping[bytes, tuple[str, Value]]  # the project headers' constant masks: name -> (how, value)
+_NO_KNOWN: Known = {}
+
+
+def _top_level_parts(text: bytes) -> list[bytes]:
+    """``text`` split at its top-level commas (a comma expression's operands)."""
+    parts: list[bytes] = []
+    depth = 0
+    start = 0
+    for i, c in enumerate(text):
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+        elif c == 0x2C and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+@lru_cache(maxsize=1024)
+def _literal_mask(text: bytes) -> Mask | None:
+    """``classify`` of a mask made of literals only (no names: the context does not matter), memoised."""
+    return classify_literal(text) if _NUMERIC_CAST.fullmatch(text) or text == b"__activemask()" else None
+
+
+def classify_literal(text: bytes) -> Mask | None:
     value = constant(text)
+    if value is None:
+        return Mask(ACTIVE, "__activemask()") if text == b"__activemask()" else None
+    shown = _WS.sub(b" ", _strip_parens(text)).decode("latin-1")
+    cls = _of_value(value)
+    return Mask(cls, f"{shown} = {value[0]:#x}" if cls == PARTIAL else shown)
+
+
+def classify(data: bytes, call_start: int, mask: bytes, known: Known = _NO_KNOWN, depth: int = 0) -> Mask:
+    """The class of ``mask`` (the argument's text) of a call at ``call_start`` of the file ``data``."""
+    if depth == 0 and len(mask) < 64:
+        hit = _literal_mask(mask)
+        if hit is not None:
+            return hit
+    text = _strip_parens(mask)
+    parts = _top_level_parts(text)
+    if len(parts) > 1:  # a comma expression: its value is the last operand's ("((void)m, __activemask())")
+        return classify(data, call_start, parts[-1], known, depth)
+    shown = _WS.sub(b" ", text).decode("latin-1")
+    hows: list[str] = []
+
+    def resolve(name: bytes) -> Value | None:
+        found = value_of(data, call_start, name, known, depth + 1)
+        if found is None:
+            return None
+        hows.append(found[0])
+        return found[1]
+
+    value = constant(text, resolve)
     if value is not None:
         cls = _of_value(value)
-        return Mask(cls, f"{shown} = {value[0]:#x}" if cls == PARTIAL else shown)
+        how = f"{shown} ({'; '.join(hows)})" if hows else shown
+        return Mask(cls, f"{how} = {value[0]:#x}" if cls == PARTIAL else how)
     inner, casts = _casts(text)
     width = casts[0][0] if casts else None
     call = _CALL.match(inner)
@@ -307,15 +411,117 @@ def classify(data: bytes, call_start: int, mask: bytes, depth: int = 0) -> Mask:
             return Mask(WIDE, shown)
         return Mask(RUNTIME, f"{shown} is computed at run time")
     if _IDENT.match(inner) and depth < 4:
-        found = _named(data, call_start, inner.lstrip(b": \t"), shown, depth)
+        found = _named(data, call_start, inner.lstrip(b": \t"), shown, known, depth)
+        if found.unresolved:
+            return found
         if width == 32 and found.cls in (ACTIVE, FULL64, WIDE):
             return Mask(ACTIVE32 if found.cls == ACTIVE else RUNTIME, f"{shown}: a 32-bit cast of {found.how}")
         return found
     return Mask(RUNTIME, f"{shown} is computed at run time")
 
 
-def _named(data: bytes, call_start: int, name: bytes, shown: str, depth: int) -> Mask:
-    """A mask given by name: its #define, or its declaration before the call (the nearest one)."""
+def value_of(data: bytes, call_start: int, name: bytes, known: Known, depth: int) -> tuple[str, Value] | None:
+    """The constant value of ``name`` at ``call_start``, with how it is defined: its #define, or a declaration
+    before the call (the nearest) that is const or not assigned again, or a project header's constant."""
+    if depth > 4:
+        return None
+    word = re.escape(name)
+
+    def resolve(inner: bytes) -> Value | None:
+        found = value_of(data, call_start, inner, known, depth + 1)
+        return None if found is None else found[1]
+
+    define = None
+    for m in re.finditer(rb"^[ \t]*#[ \t]*define[ \t]+" + word + rb"[ \t]+([^\r\n]*)", data[:call_start], re.M):
+        define = m
+    if define is not None:
+        body = define.group(1).split(b"//")[0].split(b"/*")[0].strip()
+        value = constant(body, resolve) if body and not body.endswith(b"\\") else None
+        text = _WS.sub(b" ", body).decode("latin-1")
+        return None if value is None else (f"#define {name.decode('latin-1')} {text}", value)
+    decl = _declaration(data, call_start, word)
+    if decl is not None:
+        spec = int_type(decl.words)
+        tokens = _norm_type(decl.words).split(b" ")
+        if spec is None or decl.after not in (b"=", b"{") or _is_parameter(data, decl):
+            return None
+        if not (b"const" in tokens or b"constexpr" in tokens) and _assigned(data, decl.end, call_start, word):
+            return None
+        init = _initializer(data, decl.end)
+        value = constant(init, resolve)
+        if value is None:
+            return None
+        how = f"{_norm_type(decl.words).decode('latin-1')} {name.decode('latin-1')} = "
+        return how + _WS.sub(b" ", _strip_parens(init)).decode("latin-1"), _convert(value, *spec)
+    hit = known.get(name)
+    return None if hit is None else (f"{hit[0]}, in a project header", hit[1])
+
+
+class _Decl:
+    """A declaration found by ``_declaration``: its type ``words``, what follows the name (``after``), and where
+    it starts (the type words) and ends (after ``after``)."""
+
+    __slots__ = ("after", "end", "start", "words")
+
+    def __init__(self, words: bytes, after: bytes, start: int, end: int) -> None:
+        self.words = words
+        self.after = after
+        self.start = start
+        self.end = end
+
+
+_AFTER_NAME = _LazyRe(rb"\s*(=|\{|;|,|\))")
+_TYPE_WORDS = _LazyRe(rb"[ \t]*(?:[A-Za-z_][\w:]*[ \t]+)+\Z")
+_BOUNDARIES = (b"\n", b";", b"{", b"}", b"(", b",")
+
+
+def _declaration(data: bytes, call_start: int, word: bytes) -> _Decl | None:
+    """The nearest declaration of the name (``word``, escaped) before ``call_start``: type words, then the name,
+    then ``=``, ``{``, ``;``, ``,`` or ``)``; the type words start after a line start or ``; { } ( ,``."""
+    name = re.sub(rb"\\(.)", rb"\1", word)  # (re.escape undone: names are identifiers)
+    n = len(name)
+    decl = None
+    find = data.find
+    i = find(name, 0, call_start)
+    while i >= 0:
+        end = i + n
+        if (i == 0 or data[i - 1] not in _IDC_BYTES) and (end >= len(data) or data[end] not in _IDC_BYTES):
+            after = _AFTER_NAME.match(data, end)
+            if after is not None:
+                lo = max(data.rfind(b, max(0, i - 256), i) for b in _BOUNDARIES) + 1
+                if lo == 0 and i > 256:
+                    lo = i - 256
+                words = data[lo:i]
+                if _TYPE_WORDS.match(words):
+                    split = words.split()
+                    if int_type(words) is not None or (
+                        after.group(1) in (b"=", b"{") and not _NOT_TYPES.intersection(split)
+                    ):
+                        decl = _Decl(words, after.group(1), lo, after.end())
+        i = find(name, end, call_start)
+    return decl
+
+
+def _is_parameter(data: bytes, decl: _Decl) -> bool:
+    """Whether the declaration follows ``(`` or ``,`` of a parameter list (not ``for (``/``if (``...)."""
+    opener = data[decl.start - 1 : decl.start] if decl.start > 0 else b""
+    before = data[max(0, decl.start - 64) : decl.start - 1].rstrip()
+    return opener == b"," or (opener == b"(" and not before.endswith(_KEYWORDS_BEFORE_PAREN))
+
+
+def _assigned(data: bytes, start: int, end: int, word: bytes) -> bool:
+    """Whether the name is assigned (``=``, ``op=``, ``++``, ``--``) in ``data[start:end]``."""
+    rest = data[start:end]
+    before = rb"(?<![\w.>])" + word
+    return (
+        re.search(before + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", rest) is not None
+        or re.search(rb"(?:\+\+|--)\s*" + word + rb"\b", rest) is not None
+        or re.search(before + rb"\s*(?:\+\+|--)", rest) is not None
+    )
+
+
+def _named(data: bytes, call_start: int, name: bytes, shown: str, known: Known, depth: int) -> Mask:  # noqa: PLR0917
+    """A mask given by a name that is not a constant: its #define, or its declaration before the call."""
     word = re.escape(name)
     define = None
     for m in re.finditer(rb"^[ \t]*#[ \t]*define[ \t]+" + word + rb"[ \t]+([^\r\n]*)", data[:call_start], re.M):
@@ -323,44 +529,28 @@ def _named(data: bytes, call_start: int, name: bytes, shown: str, depth: int) ->
     if define is not None:
         body = define.group(1).split(b"//")[0].split(b"/*")[0].strip()
         if body and not body.endswith(b"\\"):
-            inner = classify(data, call_start, body, depth + 1)
+            inner = classify(data, call_start, body, known, depth + 1)
             return Mask(inner.cls, f"{shown} (#define {shown} {_WS.sub(b' ', body).decode('latin-1')})")
-    decl = None
-    pattern = rb"(?:^|(?<=[;{}(,]))([ \t]*(?:[A-Za-z_][\w:]*[ \t]+)+)" + word + rb"\s*(=|\{|;|,|\))"
-    for m in re.finditer(pattern, data[:call_start], re.M):
-        words = m.group(1).split()
-        if int_type(m.group(1)) is not None or (
-            m.group(2) in (b"=", b"{") and not _NOT_TYPES.intersection(words)  # a type of unknown width, or auto
-        ):
-            decl = m
+    decl = _declaration(data, call_start, word)
     if decl is None:
-        return Mask(RUNTIME, f"{shown} is not defined in this file (a parameter, or from another header)")
-    words = decl.group(1)
+        if name in known:
+            return Mask(_of_value(known[name][1]), f"{shown} ({known[name][0]}, in a project header)")
+        return Mask(RUNTIME, f"{shown} is defined neither in this file nor as a constant in a project header", name)
+    words = decl.words
     spec = int_type(words)
     tokens = _norm_type(words).split(b" ")
     const = b"const" in tokens or b"constexpr" in tokens
     width = spec[0] if spec is not None else None
-    before = data[: decl.start()].rstrip()
-    opener = before[-1:] if decl.start() > 0 and data[decl.start() - 1 : decl.start()] in (b"(", b",") else b""
-    if opener == b"," or (opener == b"(" and not before[:-1].rstrip().endswith(_KEYWORDS_BEFORE_PAREN)):
+    if _is_parameter(data, decl):
         return _typed_runtime(shown, width, "a function parameter (its callers' values are not known here)")
-    if decl.group(2) in (b";", b",", b")"):
+    if decl.after in (b";", b",", b")"):
         return _typed_runtime(shown, width, "declared without a value and assigned at run time")
-    init = _initializer(data, decl.end())
-    rest = data[decl.end() : call_start]
-    assigned = re.search(rb"(?<![\w.>])" + word + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + word, rest)
-    if assigned is not None and not const:
+    init = _initializer(data, decl.end)
+    if not const and _assigned(data, decl.end, call_start, word):
         return _typed_runtime(shown, width, "assigned again before the call")
-    decl_text = (
-        f"{_norm_type(words).decode('latin-1')} {shown} = {_WS.sub(b' ', _strip_parens(init)).decode('latin-1')}"
-    )
-    value = constant(init)
-    if value is not None:
-        if spec is not None:
-            value = _convert(value, *spec)
-        cls = _of_value(value)
-        return Mask(cls, decl_text if cls != PARTIAL else f"{decl_text} = {value[0]:#x}")
-    inner = classify(data, call_start, init, depth + 1)
+    init_text = _WS.sub(b" ", _strip_parens(init)).decode("latin-1")
+    decl_text = f"{_norm_type(words).decode('latin-1')} {shown} = {init_text}"
+    inner = classify(data, call_start, init, known, depth + 1)
     if inner.cls == ACTIVE:
         if width == 32:
             return Mask(ACTIVE32, decl_text)
@@ -436,3 +626,75 @@ def first_argument(data: bytes, end: int) -> tuple[int, int] | None:
     while b > a and data[b - 1] in b" \t\r\n":
         b -= 1
     return (a, b) if a < b else None
+
+
+# what a constant integer expression made of literals can contain (a cheap test before evaluating one)
+_NUMERIC = _LazyRe(rb"[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
+_NUMERIC_CAST = _LazyRe(rb"(?:static_cast\s*<[\w\s:]+>|\(\s*[\w\s:]+\))?[\s()~+\-*|&^<>0-9a-fA-FxXuUlL']+")
+
+
+@lru_cache(maxsize=4096)
+def _literal_constant(text: bytes) -> Value | None:
+    return constant(text)
+
+
+_HEADER_DEFINE = _LazyRe(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)$", re.M)
+_HEADER_CONST = _LazyRe(
+    rb"^[ \t]*((?:(?:static|inline|__device__|__constant__|__host__)[ \t]+)*(?:constexpr|const)[ \t]+[^=;(){}\n]*?)"
+    rb"[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);",
+    re.M,
+)
+
+
+def header_masks(data: bytes, wanted: frozenset[bytes]) -> dict[bytes, tuple[str, Value]]:
+    """The integer constants among ``wanted`` a header defines (``#define`` and const/constexpr integers at line
+    start): name -> (how, value)."""
+    out: dict[bytes, tuple[str, Value]] = {}
+    if not any(name in data for name in wanted):
+        return out
+    if b"define" in data:
+        for m in _HEADER_DEFINE.finditer(data):
+            if m.group(1) not in wanted:
+                continue
+            body = m.group(2).split(b"//")[0].split(b"/*")[0].strip()
+            value = _literal_constant(body) if body and _NUMERIC.fullmatch(body) else None
+            if value is not None:
+                out[m.group(1)] = (f"#define {m.group(1).decode('latin-1')} {body.decode('latin-1')}", value)
+    if b"const" in data:
+        for m in _HEADER_CONST.finditer(data):
+            if m.group(2) not in wanted:
+                continue
+            spec = int_type(m.group(1))
+            init = m.group(3).strip()
+            value = _literal_constant(init) if spec is not None and _NUMERIC_CAST.fullmatch(init) else None
+            if value is not None and spec is not None:
+                words = _norm_type(m.group(1)).decode("latin-1")
+                init = _WS.sub(b" ", m.group(3).strip()).decode("latin-1")
+                out[m.group(2)] = (f"{words} {m.group(2).decode('latin-1')} = {init}", _convert(value, *spec))
+    return out
+
+
+ProjectMasks = tuple[tuple[str, str, int, int, bool], ...]  # (name, how, value, width, signed), sorted
+
+
+def merge_header_masks(tables: Iterable[dict[bytes, tuple[str, Value]]]) -> ProjectMasks:
+    """One table for the project (sorted, hashable): a name defined with different values is left out (which one
+    a file sees depends on its includes)."""
+    merged: dict[bytes, tuple[str, Value]] = {}
+    conflicting: set[bytes] = set()
+    for table in tables:
+        for name, (how, value) in table.items():
+            old = merged.get(name)
+            if old is not None and old[1] != value:
+                conflicting.add(name)
+            merged.setdefault(name, (how, value))
+    return tuple(
+        (name.decode("latin-1"), how, *value)
+        for name, (how, value) in sorted(merged.items())
+        if name not in conflicting
+    )
+
+
+def known_masks(table: ProjectMasks) -> Known:
+    """``merge_header_masks``'s table as ``classify`` takes it."""
+    return {name.encode("latin-1"): (how, (v, w, sgn)) for name, how, v, w, sgn in table}

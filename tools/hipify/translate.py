@@ -98,7 +98,7 @@ class Include:
 
 
 class FileResult:
-    __slots__ = ("changed", "comment_spans", "data", "defines", "facts", "findings", "includes")
+    __slots__ = ("changed", "comment_spans", "data", "defines", "facts", "findings", "includes", "unresolved")
 
     def __init__(  # noqa: PLR0917
         self,
@@ -117,18 +117,21 @@ class FileResult:
         self.defines = defines  # macro names #define'd in this file (project macros are not CUDA names)
         self.comment_spans = comment_spans  # comments and literals in the input (the lint skips them)
         self.facts = facts  # what the file uses and includes (tools/hipify/insert.py's bits), for the tree pass
+        self.unresolved: list[str] = []  # lane-mask names defined neither here nor in the known project masks
 
 
 class _FileState:
     """What one file's pass collects besides the output (both engines fill it through the same methods)."""
 
-    __slots__ = ("defines", "facts", "findings", "includes")
+    __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
 
     def __init__(self) -> None:
         self.findings: list[RawFinding] = []
         self.includes: list[Include] = []
         self.defines: list[str] = []
         self.facts = 0
+        self.discarded: list[tuple[int, bytes]] = []  # calls that got (void): offset, CUDA name
+        self.unresolved: set[bytes] = set()  # lane-mask names not defined in the file (masks.Mask.unresolved)
 
 
 _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking)
@@ -268,14 +271,17 @@ class Translator:
         report_unmapped: bool = True,
         launch: bool = False,
         engine: str = "auto",
+        project_masks: masks.ProjectMasks = (),
     ) -> None:
-        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``."""
+        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``.
+        ``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``)."""
         self.db = db
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
         self.report_unmapped = report_unmapped
         self._cache: dict[bytes, _Action] = {}
         self.target: Target = load_target(hip_version)
+        self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
         # The names the scanner must stop on depend only on the database, the target and the options:
         # derived once, then kept in the compiled cache (a walk over all ~9,000 names otherwise).
@@ -625,7 +631,10 @@ class Translator:
         def on_text(start: int, end: int) -> bytes | None:
             return self._retranslated(data[start:end])
 
-        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text)
+        def on_statement(start: int, end: int) -> bool:
+            return self._discards(data, start, end, st)
+
+        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text, on_statement)
         return self._finish(data, result, st, spans, launches)
 
     def _classify(self, name: bytes) -> bytes | bool | tuple[bytes] | None:
@@ -653,31 +662,17 @@ class Translator:
             rewrite = rewrite_call(data, end, dg)
             if rewrite is not None:
                 text, resume = rewrite
-                findings.append(self._downgrade_finding(data, start, end, dg))
+                findings.append(self._downgrade_finding(data, start, end, dg, st))
                 return text, resume, True
         if act.sync:
             st.facts |= insert.USES_SYNC
             if self.target.mask64 is not None and data[start:end] in masks.MASKED:
-                edit = self._mask_occurrence(data, start, end, act, findings)
+                edit = self._mask_occurrence(data, start, end, act, st)
                 if edit is not None:
                     return edit
         if act.stmt:
-            if _maybe_statement(data, start) and _discarded_call(data, start, end):
+            if _maybe_statement(data, start) and self._discards(data, start, end, st):
                 assert act.replacement is not None
-                hip = act.replacement.decode("latin-1")
-                findings.append(
-                    RawFinding(
-                        start,
-                        data[start:end].decode("latin-1"),
-                        "note",
-                        f"{hip} returns {self.target.nodiscard}, which is [[nodiscard]] in HIP "
-                        f"{format_version(self.target.version) or '(newest)'} (C++17): the discarded result is "
-                        "made explicit with (void), as the CUDA code discarded it",
-                        "check the error instead of discarding it",
-                        False,
-                        "nodiscard-void",
-                    )
-                )
                 return b"(void)" + act.replacement, end, False
             if act.finding is None and act.replacement is not None:
                 return act.replacement, end, False
@@ -695,18 +690,28 @@ class Translator:
             return act.replacement, end, False
         return None
 
-    def _downgrade_finding(self, data: bytes, start: int, end: int, dg: Downgrade) -> RawFinding:
+    def _discards(self, data: bytes, start: int, end: int, st: _FileState) -> bool:
+        """Whether the call at ``data[start:end]`` (where ``_maybe_statement`` holds) discards its result; if so
+        it is recorded (one note per file: see _finish) and gets ``(void)``."""
+        if _discarded_call(data, start, end):
+            st.discarded.append((start, data[start:end]))
+            return True
+        return False
+
+    def _downgrade_finding(self, data: bytes, start: int, end: int, dg: Downgrade, st: _FileState) -> RawFinding:
         """The finding of a downgrade: a dropped mask that named every lane is a note-worthy hazard, one that
         named some lanes or is computed at run time blocks (the mask-less form involves every active lane)."""
         mask = None
         if dg.action in ("drop-first-arg", "replace-call") and data[start:end] in masks.MASKED:
             span = masks.first_argument(data, end)
             if span is not None:
-                mask = masks.classify(data, start, data[span[0] : span[1]])
+                mask = masks.classify(data, start, data[span[0] : span[1]], self.project_masks)
+                if mask.unresolved:
+                    st.unresolved.add(mask.unresolved)
         return _downgrade_finding(start, dg, mask)
 
     def _mask_occurrence(
-        self, data: bytes, start: int, end: int, act: _Action, findings: list[RawFinding]
+        self, data: bytes, start: int, end: int, act: _Action, st: _FileState
     ) -> tuple[bytes, int, bool] | None:
         """A ``*_sync`` call for a target with 64-bit masks: a full-warp mask becomes the full-wavefront one (and
         ``__activemask()`` kept in 32 bits becomes ``__activemask()``); a partial or run-time 32-bit mask is a
@@ -716,10 +721,20 @@ class Translator:
             return None
         a, b = span
         name = data[start:end].decode("latin-1")
-        mask = masks.classify(data, start, data[a:b])
+        findings = st.findings
+        mask = masks.classify(data, start, data[a:b], self.project_masks)
+        if mask.unresolved:
+            st.unresolved.add(mask.unresolved)
         target = f"HIP {format_version(self.target.version) or '(newest)'}"
         if mask.cls in (masks.FULL32, masks.ACTIVE32):
-            new = (self.target.mask64 or "") if mask.cls == masks.FULL32 else "__activemask()"
+            if mask.cls == masks.FULL32 and masks.is_name(data[a:b]):  # the name stays: a macro, or a constant
+                new = f"({data[a:b].decode('latin-1')} | {masks.UPPER_LANES})"  # that must stay used (-Wunused)
+            elif mask.cls == masks.FULL32:
+                new = self.target.mask64 or ""
+            elif masks.is_name(data[a:b]):  # the variable stays used (-Wunused-variable), its 32 bits do not
+                new = f"((void){data[a:b].decode('latin-1')}, __activemask())"
+            else:
+                new = "__activemask()"
             why = (
                 "names the whole 32-lane warp"
                 if mask.cls == masks.FULL32
@@ -836,8 +851,31 @@ class Translator:
                     )
                 )
             changed = changed or len(failed) < len(launches)
-        facts = st.facts | insert.facts(data, spans, self.target.sync_define)
-        return FileResult(out, changed, findings, includes, defines, spans, facts)
+        if st.discarded:
+            findings.append(self._discarded_note(data, st.discarded))
+        facts = st.facts | insert.defines_and_lines(data, self.target.sync_define)
+        fr = FileResult(out, changed, findings, includes, defines, spans, facts)
+        fr.unresolved = sorted(n.decode("latin-1") for n in st.unresolved)
+        return fr
+
+    def _discarded_note(self, data: bytes, calls: list[tuple[int, bytes]]) -> RawFinding:
+        """One note for every call of the file whose hipError_t result got (void), at the first one."""
+        pos = positions(data, [off for off, _ in calls])
+        names = sorted({name.decode("latin-1") for _, name in calls})
+        lines = ", ".join(str(pos[off][0]) for off, _ in calls[:20]) + (", ..." if len(calls) > 20 else "")
+        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        target = format_version(self.target.version) or "(newest)"
+        return RawFinding(
+            calls[0][0],
+            calls[0][1].decode("latin-1"),
+            "note",
+            f"{len(calls)} call{'s' if len(calls) > 1 else ''} whose {self.target.nodiscard} result the CUDA code "
+            f"discards ({shown}; line{'s' if len(calls) > 1 else ''} {lines}) got (void): {self.target.nodiscard} "
+            f"is [[nodiscard]] in HIP {target} (C++17), so an unchecked call warns (an error under -Werror)",
+            "check the errors instead of discarding them",
+            False,
+            "nodiscard-void",
+        )
 
     def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
         act = self.action(m.group())
@@ -895,6 +933,11 @@ def _maybe_statement(data: bytes, start: int) -> bool:
 
 def _line_comment_at(line: bytes) -> int:
     """Where a ``//`` comment starts in ``line`` (outside string and character literals), or -1."""
+    at = line.find(b"//")
+    if at < 0:
+        return -1
+    if b'"' not in line[:at] and b"'" not in line[:at]:
+        return at
     quote = 0
     i = 0
     n = len(line)
@@ -915,7 +958,19 @@ def _line_comment_at(line: bytes) -> int:
 
 def _prev_code(data: bytes, j: int) -> int:
     """The end of the code before ``j`` (comments and blanks skipped); 0 at the start of the file, -1 when a
-    preprocessor line comes first (a statement boundary)."""
+    preprocessor line before ``j``'s own line comes first (a statement boundary)."""
+    # the common cases first: code before it on its line, or a plain line of code before its line
+    k = j
+    while k and data[k - 1] in b" \t":
+        k -= 1
+    if k and data[k - 1] not in b"\n/":
+        return k
+    if k and data[k - 1] == 0x0A:
+        ls = data.rfind(b"\n", 0, k - 1) + 1
+        line = data[ls : k - 1].rstrip()
+        if line and b"/" not in line and not line.lstrip().startswith(b"#"):
+            return ls + len(line)
+    own_line = data.rfind(b"\n", 0, j) + 1
     while True:
         while j > 0 and data[j - 1] in _DISCARD_WS:
             j -= 1
@@ -923,7 +978,7 @@ def _prev_code(data: bytes, j: int) -> int:
             return 0
         ls = data.rfind(b"\n", 0, j) + 1
         line = data[ls:j]
-        if line.lstrip().startswith(b"#"):
+        if ls < own_line and line.lstrip().startswith(b"#"):
             return -1
         k = _line_comment_at(line)
         if k >= 0:
@@ -937,6 +992,9 @@ def _prev_code(data: bytes, j: int) -> int:
         return j
 
 
+_CALL_TOKENS = _Lazy(rb"[()\";']|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+
+
 def _call_end(data: bytes, end: int) -> int:
     """After the name ending at ``end``: the offset just past its call's closing parenthesis, or -1."""
     n = len(data)
@@ -946,55 +1004,56 @@ def _call_end(data: bytes, end: int) -> int:
     if i >= n or data[i] != 0x28:
         return -1
     depth = 0
-    while i < n:
-        c = data[i]
+    rx = _CALL_TOKENS()
+    while True:
+        m = rx.search(data, i)
+        if m is None:
+            return -1
+        c = data[m.start()]
+        i = m.end()
         if c == 0x28:
             depth += 1
         elif c == 0x29:
             depth -= 1
             if depth == 0:
-                return i + 1
-        elif c in b"\"'":
-            k = i + 1
+                return i
+        elif c in b"\"'" and m.end() - m.start() == 1:
+            k = i
             while k < n and data[k] != c and data[k] != 0x0A:
                 k += 2 if data[k] == 0x5C else 1
-            i = k
-        elif c == 0x2F and data[i + 1 : i + 2] == b"/":
-            nl = data.find(b"\n", i)
-            i = n if nl < 0 else nl
-        elif c == 0x2F and data[i + 1 : i + 2] == b"*":
-            close = data.find(b"*/", i + 2)
-            i = n if close < 0 else close + 1
+            i = k + 1
         elif c == 0x3B and depth == 1:
             return -1  # a ';' in the arguments: not a plain call
-        i += 1
-    return -1
+
+
+_SIMPLE_STATEMENT = _Lazy(rb"\s*\((?:[^()\"'/;]|\((?:[^()\"'/;]|\([^()\"'/;]*\))*\))*\)\s*;")
 
 
 def _discarded_call(data: bytes, start: int, end: int) -> bool:
     """Whether the call of the name at ``data[start:end]`` is a statement of its own (its result discarded):
     ``name(...);`` after ``;``, ``{``, ``}``, ``else``, ``do``, a label, the ``)`` of an if/for/while, a
     preprocessor line or the start of the file (comments and a leading ``::`` aside)."""
-    close = _call_end(data, end)
-    if close < 0:
-        return False
-    n = len(data)
-    k = close
-    while True:
-        while k < n and data[k] in _DISCARD_WS:
-            k += 1
-        if data[k : k + 2] == b"/*":
-            c = data.find(b"*/", k + 2)
-            if c < 0:
-                return False
-            k = c + 2
-            continue
-        break
-    if k >= n or data[k] != 0x3B:
-        return False
+    if _SIMPLE_STATEMENT().match(data, end) is None:  # the common case in one match; else, the whole way
+        close = _call_end(data, end)
+        if close < 0:
+            return False
+        n = len(data)
+        k = close
+        while True:
+            while k < n and data[k] in _DISCARD_WS:
+                k += 1
+            if data[k : k + 2] == b"/*":
+                c = data.find(b"*/", k + 2)
+                if c < 0:
+                    return False
+                k = c + 2
+                continue
+            break
+        if k >= n or data[k] != 0x3B:
+            return False
     j = _prev_code(data, start)
     if j > 1 and data[j - 2 : j] == b"::":
-        j = _prev_code(data, j - 2)
+        return False  # ::name(...): "(void)" cannot go between "::" and the name (kept as is: it warns)
     if j <= 0:
         return True
     c = data[j - 1]

@@ -182,12 +182,70 @@ def _output_rel(rel: str, changed: bool, naming: str) -> str:
 
 
 # -- per-file work (runs in worker processes too) --------------------------------------------------------
+# (overrides, hip_version, comments, unmapped, launch, the project's constant lane masks)
+Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
+#: headers whose constant lane masks count for every file (tools/hipify/masks.py)
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp"})
+
+
 @lru_cache(maxsize=4)
-def _translator(
-    overrides: str | None, hip_version: tuple[int, int] | None, comments: bool, unmapped: bool, launch: bool
+def _translator(  # noqa: PLR0917
+    overrides: str | None,
+    hip_version: tuple[int, int] | None,
+    comments: bool,
+    unmapped: bool,
+    launch: bool,
+    project_masks: tuple[tuple[str, str, int, int, bool], ...] = (),
 ) -> Translator:
     db = load_database(Path(overrides) if overrides else None)
-    return Translator(db, hip_version, translate_comments_and_strings=comments, report_unmapped=unmapped, launch=launch)
+    return Translator(
+        db,
+        hip_version,
+        translate_comments_and_strings=comments,
+        report_unmapped=unmapped,
+        launch=launch,
+        project_masks=project_masks,
+    )
+
+
+def project_masks(paths: Iterable[str], wanted: frozenset[bytes]) -> tuple[tuple[str, str, int, int, bool], ...]:
+    """The integer constants named ``wanted`` that the headers among ``paths`` define (``masks.header_masks``)."""
+    from tools.hipify.masks import header_masks, merge_header_masks  # noqa: PLC0415
+
+    tables = []
+    for path in paths:
+        if os.path.splitext(path)[1].lower() not in HEADER_SUFFIXES:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue  # reported when translated
+        tables.append(header_masks(data, wanted))
+    return merge_header_masks(tables)
+
+
+def _project_mask_pass(
+    paths: Sequence[str], procs: list[_Processed], key: Key, lint: bool
+) -> tuple[list[_Processed], set[str]]:
+    """A lane mask named in a file but defined in a project header (``#define FULL_MASK 0xffffffff`` in a
+    common header): the files that name masks they do not define are translated again, with the constants the
+    headers among ``paths`` define under those names. Returns the results and the paths translated again (each
+    run does this again for them: a header's edit changes their translation)."""
+    wanted = frozenset(n.encode("latin-1") for p in procs for n in p.unresolved)
+    if not wanted:
+        return procs, set()
+    table = project_masks(paths, wanted)
+    found = {name for name, *_ in table}
+    redo = [(p.path, True) for p in procs if p.mode == "translate" and found.intersection(p.unresolved)]
+    if not redo:
+        return procs, set()
+    again = {r.path: r for r in _process_batch(redo, (*key[:5], table), lint)}
+    for p in procs:
+        r = again.get(p.path)
+        if r is not None:
+            r.unresolved = p.unresolved  # what it depends on, for the next run
+    return [again.get(p.path, p) for p in procs], set(again)
 
 
 # (line, column, name, kind, reason, suggestion, blocking, rule)
@@ -211,6 +269,7 @@ class _Processed:
         "mode",
         "path",
         "sha",
+        "unresolved",
     )
 
     def __init__(self, path: str) -> None:
@@ -227,6 +286,7 @@ class _Processed:
         self.facts = 0  # what the file uses and includes (tools/hipify/insert.py)
         self.insert_at = 0  # where lines added by the tree pass go, in the translated bytes
         self.insert_line = 1  # the line there
+        self.unresolved: list[str] = []  # lane-mask names the file does not define (see _project_mask_pass)
 
     def record(self) -> dict[str, object]:
         """What the next run needs to reuse this result (see _from_cache)."""
@@ -238,6 +298,7 @@ class _Processed:
             "includes": [list(i) for i in self.includes],
             "defines": self.defines,
             "facts": [self.facts, self.insert_at, self.insert_line],
+            "unresolved": self.unresolved,
         }
 
     def locate_insertion(self) -> None:
@@ -247,9 +308,7 @@ class _Processed:
         self.insert_line = data.count(b"\n", 0, self.insert_at) + 1
 
 
-def _process(
-    path: str, translate: bool, key: tuple[str | None, tuple[int, int] | None, bool, bool, bool], lint: bool
-) -> _Processed:
+def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res = _Processed(path)
     try:
         with open(path, "rb") as fh:
@@ -281,6 +340,9 @@ def _process(
     res.includes = [(i.out_start, i.out_end, i.spelling, i.angled, i.mapped) for i in fr.includes]
     res.defines = fr.defines
     res.facts = fr.facts
+    if not fr.facts & insert.HAS_RUNTIME and os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES:
+        res.facts |= insert.uses(data, fr.comment_spans)  # (only these files can need the runtime include)
+    res.unresolved = fr.unresolved
     res.locate_insertion()
     return res
 
@@ -293,7 +355,7 @@ RETAIN_BYTES = 32 * 1024 * 1024
 
 def _process_batch(
     items: list[tuple[str, bool]],
-    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    key: Key,
     lint: bool,
     budget: int | None = None,
 ) -> list[_Processed]:
@@ -364,8 +426,8 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
 
 
 def _options_key(
-    options: HipifyOptions, hip_version: tuple[int, int] | None
-) -> tuple[str | None, tuple[int, int] | None, bool, bool, bool]:
+    options: HipifyOptions, hip_version: tuple[int, int] | None, masks: tuple[tuple[str, str, int, int, bool], ...] = ()
+) -> Key:
     overrides = str(_abs(options.mapping_overrides)) if options.mapping_overrides else None
     return (
         overrides,
@@ -373,12 +435,13 @@ def _options_key(
         options.translate_comments_and_strings,
         options.report_unmapped,
         options.launch_style == "hipLaunchKernelGGL",
+        masks,
     )
 
 
 def _run_all(
     items: list[tuple[str, bool]],
-    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    key: Key,
     lint: bool,
     jobs: int | None,
     total_bytes: int,
@@ -562,6 +625,10 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
     fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget)}
     procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
+    procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
+    if redone:
+        todo += [(path, True) for path in redone if path not in fresh]
+        fresh.update({p.path: p for p in procs if p.path in redone})
     if ext is not None:
         for res in fresh.values():
             _apply_external(res, ext)
@@ -990,6 +1057,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3]), bool(i[4])) for i in entry["includes"]]
         res.defines = [str(d) for d in entry["defines"]]
         res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
+        res.unresolved = [str(n) for n in entry["unresolved"]]
     except (KeyError, TypeError, ValueError, IndexError):
         return None
     return res

@@ -56,11 +56,15 @@ enum Slot {
 struct Scanner {
     /// two-byte prefixes every stop-worthy name starts with (`cu`, `__`, ...), indexed by the two bytes
     short: Vec<bool>,
-    /// other prefixes (whole names)
-    long: Vec<Vec<u8>>,
-    /// first bytes of any prefix, and of the long ones: most identifiers are rejected by one lookup
+    /// other prefixes (whole names), by their first two bytes: an identifier is compared with the few that
+    /// share its first two bytes (the database has ~100 whole names, most of them `fftw_*`/`FFTW_*`)
+    long: HashMap<u16, Vec<Vec<u8>>, BuildHasherDefault<Fx>>,
+    /// the first two bytes of the long prefixes, indexed by the two bytes
+    long_two: Vec<bool>,
+    /// one-byte prefixes (tools/hipify gives none; kept so any prefix list means what it says)
+    single: [bool; 256],
+    /// first bytes of any prefix: most identifiers are rejected by one lookup
     first: [bool; 256],
-    long_first: [bool; 256],
     launch: bool,
     literals: bool,
     slots: HashMap<Vec<u8>, Slot, BuildHasherDefault<Fx>>,
@@ -69,9 +73,19 @@ struct Scanner {
 impl Scanner {
     fn is_candidate(&self, name: &[u8]) -> bool {
         let b0 = name[0];
-        self.first[b0 as usize]
-            && ((name.len() >= 2 && self.short[usize::from(b0) << 8 | usize::from(name[1])])
-                || (self.long_first[b0 as usize] && self.long.iter().any(|p| name.starts_with(p))))
+        if !self.first[b0 as usize] {
+            return false;
+        }
+        if name.len() >= 2 {
+            let k = usize::from(b0) << 8 | usize::from(name[1]);
+            if self.short[k] {
+                return true;
+            }
+            if self.long_two[k] && self.long[&(k as u16)].iter().any(|p| name.starts_with(p)) {
+                return true;
+            }
+        }
+        self.single[b0 as usize]
     }
 
     /// Whether the reference scanner, visiting the run `data[s..e]` byte by byte, would match an
@@ -111,27 +125,33 @@ impl Scanner {
     #[new]
     fn new(prefixes: Vec<Vec<u8>>, launch: bool, literals: bool) -> PyResult<Self> {
         let mut short = vec![false; 1 << 16];
-        let mut long = Vec::new();
+        let mut long: HashMap<u16, Vec<Vec<u8>>, BuildHasherDefault<Fx>> = HashMap::default();
+        let mut long_two = vec![false; 1 << 16];
+        let mut single = [false; 256];
         let mut first = [false; 256];
-        let mut long_first = [false; 256];
         for p in prefixes {
             match p.len() {
                 0 => return Err(PyValueError::new_err("empty scanner prefix")),
+                1 => single[p[0] as usize] = true,
                 2 => short[usize::from(p[0]) << 8 | usize::from(p[1])] = true,
                 _ => {
-                    long_first[p[0] as usize] = true;
-                    long.push(p);
+                    let k = usize::from(p[0]) << 8 | usize::from(p[1]);
+                    long_two[k] = true;
+                    long.entry(k as u16).or_default().push(p);
                 }
             }
         }
         for (b, f) in first.iter_mut().enumerate() {
-            *f = long_first[b] || short[b << 8..(b + 1) << 8].iter().any(|&x| x);
+            *f = single[b]
+                || short[b << 8..(b + 1) << 8].iter().any(|&x| x)
+                || long_two[b << 8..(b + 1) << 8].iter().any(|&x| x);
         }
         Ok(Scanner {
             short,
             long,
+            long_two,
+            single,
             first,
-            long_first,
             launch,
             literals,
             slots: HashMap::default(),
@@ -144,7 +164,9 @@ impl Scanner {
     /// - `on_name(start, end) -> None | (text, resume, skip)`: replace `data[start:resume]` with `text`;
     ///   `skip`: tokens before `resume` are consumed (a rewritten call's arguments);
     /// - `on_include(start, path_start, path_end, angled, out_path_start) -> None | (start, end, text)`;
-    /// - `on_text(start, end) -> None | bytes`: a comment or literal's new text (only with `literals`).
+    /// - `on_text(start, end) -> None | bytes`: a comment or literal's new text (only with `literals`);
+    /// - `on_statement(start, end) -> bool`: for a `(rename,)` name where `maybe_statement` holds, whether the
+    ///   call's result is discarded (then `(void)` goes before the rename).
     ///
     /// Returns (output or None when nothing changed, spans of comments and literals, launches as
     /// (output offset, input offset) of each `<<<`).
@@ -157,6 +179,7 @@ impl Scanner {
         on_name: &Bound<'py, PyAny>,
         on_include: &Bound<'py, PyAny>,
         on_text: &Bound<'py, PyAny>,
+        on_statement: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = data.len();
         let mut w = Walk {
@@ -209,8 +232,16 @@ impl Scanner {
                 match &self.slots[name] {
                     Slot::Skip => {}
                     Slot::Rename(text) => w.replace(s, e, text),
-                    Slot::Statement(text) if !maybe_statement(data, s) => w.replace(s, e, text),
-                    Slot::Statement(_) | Slot::Decide => {
+                    Slot::Statement(text) => {
+                        if maybe_statement(data, s) && on_statement.call1((s, e))?.is_truthy()? {
+                            let mut with_void = b"(void)".to_vec();
+                            with_void.extend_from_slice(text);
+                            w.replace(s, e, &with_void);
+                        } else {
+                            w.replace(s, e, text);
+                        }
+                    }
+                    Slot::Decide => {
                         let r = on_name.call1((s, e))?;
                         if !r.is_none() {
                             let (text, resume, skip): (Bound<'py, PyBytes>, usize, bool) =
