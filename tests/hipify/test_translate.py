@@ -247,8 +247,9 @@ def test_library_include_guards_follow_the_hip_libraries(db: MappingDatabase) ->
     guard: the guard must be the HIP library's (hipFFT 6.4/7.2 defines HIPFFT_H_), or the overload vanishes."""
     tr = Translator(db, (6, 4))
     src = b"#ifdef _CUFFT_H_\n#endif\n#ifdef CUBLAS_API_H_\n#endif\n#ifdef CURAND_H_\n#endif\n#ifdef CUSOLVER_COMMON_H_\n#endif\n"
+    src += b"#ifdef CUSPARSEAPI\n#endif\n"
     out = tr.translate(src).data
-    assert (
-        out
-        == b"#ifdef HIPFFT_H_\n#endif\n#ifdef HIPBLAS_H\n#endif\n#ifdef HIPRAND_H_\n#endif\n#ifdef HIPSOLVER_H\n#endif\n"
+    assert out == (
+        b"#ifdef HIPFFT_H_\n#endif\n#ifdef HIPBLAS_H\n#endif\n#ifdef HIPRAND_H_\n#endif\n#ifdef HIPSOLVER_H\n#endif\n"
+        b"#ifdef HIPSPARSE_H\n#endif\n"
     )

@@ -232,6 +232,7 @@ def test_overload_compiled_out_under_a_cuda_guard(setup: tuple[Path, Path]) -> N
     )
     (proj / "k.hip").write_text('#include "helper.h"\n')
     out = err(proj, "helper.h", 5, 39, "no matching function for call to 'errorName'")
+    out += f"{proj / 'helper.h'}:4:20: note: candidate function not viable: no known conversion from 'hipfftResult' to 'hipError_t' for 1st argument\n"
     cls, subject, reason = classify(proj, hip, "k.hip", out)
     assert (cls, subject) == ("untranslated", "_CUFFT_H_") and "helper.h:2" in reason
 

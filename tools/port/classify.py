@@ -926,7 +926,12 @@ class Classifier:
             return self._entry_cause(bare, entry, root, "")
         # The project's own overloads of it, some under an #if that tests a CUDA name HIP never defines
         # (cuda-samples' _cudaGetErrorEnum(cufftResult) under #ifdef _CUFFT_H_): those are compiled out.
+        argument = re.search(r"no known conversion from '([^']+)'", " ".join(n.text for n in notes))
+        wanted = re.sub(r"^(?:const |struct |enum )+|[ *&]+$", "", argument.group(1)) if argument else ""
         for path, line in self.project.definitions(bare):
+            # only the overload for the argument's type (its HIP spelling is on the definition's line)
+            if not wanted or not re.search(rf"\b{re.escape(wanted)}\b", _line(str(path), line)):
+                continue
             condition = self.project.condition_at(path, line)
             for name in dict.fromkeys(_IDENT.findall(condition)):
                 if name in ("if", "ifdef", "ifndef", "defined", "elif", "else", "of") or self._cuda_only(name) is False:
