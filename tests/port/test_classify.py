@@ -353,3 +353,12 @@ def test_a_pathological_line_does_not_stall_the_search(setup: tuple[Path, Path])
         proj, hip, "k.hip", err(proj, "k.hip", 1, 9, "use of undeclared identifier 'helper_fn'")
     )
     assert cls == "other"
+
+
+def test_helper_under_a_cuda_guard_left_as_is(setup: tuple[Path, Path]) -> None:
+    proj, hip = setup
+    (proj / "helper.h").write_text("#ifdef __DRIVER_TYPES_H__\n#define checkErrors(x) (x)\n#endif\n")
+    (proj / "k.hip").write_text('#include <hip/hip_runtime.h>\n#include "helper.h"\nint v = checkErrors(1);\n')
+    out = err(proj, "k.hip", 3, 9, "use of undeclared identifier 'checkErrors'")
+    cls, subject, reason = classify(proj, hip, "k.hip", out)
+    assert (cls, subject) == ("untranslated", "__DRIVER_TYPES_H__") and "HIP_INCLUDE_HIP_DRIVER_TYPES_H" in reason

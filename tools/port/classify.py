@@ -832,6 +832,32 @@ class Classifier:
                     "#include <hip/hip_runtime.h> first (hipify should insert it into every CUDA unit)",
                     root,
                 )
+            cuda_macro = next(
+                (
+                    n
+                    for n in dict.fromkeys(_IDENT.findall(condition))
+                    if n not in _KEYWORDS
+                    and n != "defined"
+                    and self._cuda_only(n) is not False
+                    and (n.startswith("__") or _CUDA_NAME.match(n))
+                ),
+                None,
+            )
+            if cuda_macro is not None:
+                entry = self.db.lookup(cuda_macro)
+                maps = (
+                    f" (the mapping database maps it to {entry.hip_name})"
+                    if entry is not None and entry.hip_name
+                    else ""
+                )
+                return self._cause(
+                    "untranslated",
+                    cuda_macro,
+                    f"{name} is defined at {self.project.where(path, line)} under `{condition}`: {cuda_macro} is "
+                    f"CUDA's, left as is, and HIP never defines it{maps}",
+                    f"test the HIP counterpart of {cuda_macro}",
+                    root,
+                )
             if condition:
                 return self._cause(
                     "other",
