@@ -362,3 +362,19 @@ def test_helper_under_a_cuda_guard_left_as_is(setup: tuple[Path, Path]) -> None:
     out = err(proj, "k.hip", 3, 9, "use of undeclared identifier 'checkErrors'")
     cls, subject, reason = classify(proj, hip, "k.hip", out)
     assert (cls, subject) == ("untranslated", "__DRIVER_TYPES_H__") and "HIP_INCLUDE_HIP_DRIVER_TYPES_H" in reason
+
+
+def test_include_the_translation_lost(tmp_path: Path) -> None:
+    hip = tmp_path / "rocm" / "include" / "hip"
+    hip.mkdir(parents=True)
+    (hip / "hip_runtime.h").write_text(HIP_RUNTIME)
+    cuda, out = tmp_path / "cuda", tmp_path / "out"
+    for d in (cuda, out):
+        d.mkdir()
+        (d / "helper_cuda.h").write_text("inline int findDevice() { return 0; }\n")
+    (cuda / "k.cu").write_text("#include <helper_cuda.h>\nint d = findDevice();\n")
+    (out / "k.cu").write_text("#include <helper_hip.h>\nint d = findDevice();\n")  # the include the translator rewrote
+    origin = {out / "k.cu": cuda / "k.cu", out / "helper_cuda.h": cuda / "helper_cuda.h"}
+    c = Classifier(load_database(), (6, 4), hip, Project(list(origin), origin=origin), arch="gfx942")
+    cause = c.classify(cuda / "k.cu", out / "k.cu", err(out, "k.cu", 2, 9, "use of undeclared identifier 'findDevice'"))
+    assert cause.cls == "missing-include" and "<helper_cuda.h>" in cause.reason

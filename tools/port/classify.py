@@ -36,7 +36,7 @@ CLASSES: Mapping[str, str] = {
     "not-standalone": "not a standalone unit (a fragment meant to be #included, or it needs its includer's names)",
     "untranslated": "a CUDA name left untranslated",
     "hip-lacks": "an API HIP lacks (or has with another signature, or not on this target)",
-    "missing-include": "a HIP header that declares the name is not included",
+    "missing-include": "the header that declares the name is not included (HIP's runtime, or one the translation lost)",
     "hip-conflict": "the code clashes with HIP's own definitions",
     "compiler-dialect": "C++ that nvcc accepts and HIP-Clang rejects (a language extension)",
     "other": "other (the first error is shown)",
@@ -789,6 +789,22 @@ class Classifier:
             )
         return None
 
+    def _dropped_include(self, compiled: Path, target: Path) -> str:
+        """The spelling with which the unit's CUDA source includes ``target`` (by its file name, as the CUDA
+        source names it) when the compiled file has no include of it: the translation lost it. "" otherwise."""
+        source = self.project.origin.get(Path(os.path.normpath(compiled)))
+        if source is None:
+            return ""
+        wanted = {target.name, self.project.origin.get(target, target).name}
+        try:
+            text = source.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        spelled = [m.group(2) for m in _INCLUDE.finditer(text) if m.group(2).rsplit("/", 1)[-1] in wanted]
+        if not spelled or any(t == target for _s, t in self.project.includes(compiled)):
+            return ""
+        return spelled[0]
+
     def _version(self) -> str:
         return f"{self.hip_version[0]}.{self.hip_version[1]}" if self.hip_version else "(newest)"
 
@@ -870,6 +886,16 @@ class Classifier:
         elsewhere = self.project.definition(name, [f for f in self.project.files if f not in files])
         if elsewhere is not None:
             path, line = elsewhere
+            dropped = self._dropped_include(compiled, path)
+            if dropped:
+                return self._cause(
+                    "missing-include",
+                    name,
+                    f"{name} is defined in {self.project.where(path, line)}, which the CUDA source includes as "
+                    f"<{dropped}> but the translation does not (it rewrote or dropped that include)",
+                    f"include {self.project.shown(path)} as the CUDA source does (a translation defect: report it)",
+                    root,
+                )
             return self._cause(
                 "not-standalone",
                 name,
