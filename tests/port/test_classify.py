@@ -221,6 +221,9 @@ def test_known_rules_from_the_table(setup: tuple[Path, Path]) -> None:
     out = err(proj, "k.hip", 1, 1, "reference to __global__ function 'child' in __global__ function")
     cls, subject, reason = classify(proj, hip, "k.hip", out)
     assert (cls, subject) == ("hip-lacks", "child") and "dynamic parallelism" in reason
+    out = err(proj, "k.hip", 1, 1, "device-side kernel call/launch is not supported")  # clang 22's wording
+    cls, _subject, reason = classify(proj, hip, "k.hip", out)
+    assert cls == "hip-lacks" and "dynamic parallelism" in reason
 
 
 def test_overload_compiled_out_under_a_cuda_guard(setup: tuple[Path, Path]) -> None:
