@@ -259,7 +259,20 @@ def test_coexists_with_a_bundled_hip_runtime(root_venvs: RootVenvs, tmp_path: Pa
     plain = probe("7.2", root_venvs["7.2"])
     for call in ("device_count", "unique_id", "communicator"):
         assert seen[call] == plain[call], call
-    assert seen["build_info"] == plain["build_info"]
+    assert {k: v for k, v in seen["build_info"].items() if k != "hip_runtime_loaded"} == {
+        k: v for k, v in plain["build_info"].items() if k != "hip_runtime_loaded"
+    }
+
+
+def test_torch_imported_after_monarch_runtime_shares_its_hip_runtime(root_venvs: RootVenvs, tmp_path: Path) -> None:
+    """The other order: a ROCm torch wheel is installed but imported later. monarch_runtime binds to the
+    copy torch will load (found, not imported), so torch's libraries later reuse that mapping."""
+    seen = probe("7.2", root_venvs["7.2"], "--fake-torch", str(tmp_path / "site"), binds=(tmp_path,))
+    assert seen["torch_imported"] is False
+    assert seen["mapped_after_import"] == [seen["torch_copy"]], seen
+    assert seen["mapped_after_torch"] == [seen["torch_copy"]], seen
+    assert seen["build_info"]["hip_runtime_loaded"] == [seen["torch_copy"]]
+    assert seen["device_count"]["error"] == "NoDeviceError"
 
 
 def test_frontends_build_inside_the_root(
