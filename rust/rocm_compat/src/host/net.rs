@@ -513,6 +513,16 @@ struct Inbox {
     slot: Option<Slot>,
 }
 
+/// One rank's contribution to a collective: its call's signature and its bytes.
+type Part = (Signature, Vec<u8>);
+
+fn has_part(st: &NetState, seq: u64, rank: usize) -> bool {
+    match st.rounds.get(&seq) {
+        Some(parts) => parts[rank].is_some(),
+        None => false,
+    }
+}
+
 struct NetState {
     /// Set by destroy/abort here: connections ending after it are not a peer's failure.
     closing: bool,
@@ -527,7 +537,7 @@ struct NetState {
     acked: Vec<u64>,
     collectives: u64,
     /// Collective contributions received, by sequence number: per rank, its signature and bytes.
-    rounds: HashMap<u64, Vec<Option<(Signature, Vec<u8>)>>>,
+    rounds: HashMap<u64, Vec<Option<Part>>>,
 }
 
 struct Conn {
@@ -1112,11 +1122,8 @@ pub(super) fn complete(op: Op) -> Outcome {
                 if let Some(f) = comm.failure(&st, None) {
                     return Err(f);
                 }
-                if let Some(p) = (0..n).find(|&r| {
-                    r != me
-                        && st.ended[r]
-                        && !st.rounds.get(&seq).is_some_and(|parts| parts[r].is_some())
-                }) {
+                if let Some(p) = (0..n).find(|&r| r != me && st.ended[r] && !has_part(&st, seq, r))
+                {
                     return Err((
                         ncclRemoteError,
                         format!(
