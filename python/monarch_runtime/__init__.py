@@ -266,7 +266,16 @@ def transfer_state(
             items.append((name, from_dlpack(leaf)))
         except (TypeError, ValueError, BufferError) as err:
             raise type(err)(f"leaf {name!r}: {err}") from err
-    report = _run_transfer(comm, items, donor, receiver, staging_bytes, progress, timeout, shadow)
+    report = _run_transfer(
+        comm,
+        items,
+        donor=donor,
+        receiver=receiver,
+        staging_bytes=staging_bytes,
+        progress=progress,
+        timeout=timeout,
+        shadow=shadow,
+    )
     values = {name: _state.decode_value(data) for name, data in report.get("values", {}).items()}
     report["values"] = values
     report["state"] = _state.rebuild(state, values, _native.Buffer) if report["role"] == "receiver" else state
@@ -276,6 +285,7 @@ def transfer_state(
 def _run_transfer(
     comm: Communicator,
     items: list[tuple[str, Any]],
+    *,
     donor: int,
     receiver: int,
     staging_bytes: int,

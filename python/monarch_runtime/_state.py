@@ -57,7 +57,8 @@ def flatten(state: Mapping[Any, Any], buffer_type: type) -> list[tuple[str, Path
         elif isinstance(obj, Mapping):
             for key, value in obj.items():
                 if not isinstance(key, (str, int)) or isinstance(key, bool):
-                    raise TypeError(f"state keys are str or int, not {type(key).__name__} ({key!r} in {leaf_name(path)!r})")
+                    where = leaf_name(path)
+                    raise TypeError(f"state keys are str or int, not {type(key).__name__} ({key!r} in {where!r})")
                 walk(value, (*path, key))
         elif isinstance(obj, (list, tuple)) and _holds_tensor(obj, buffer_type):
             for index, value in enumerate(obj):
