@@ -133,10 +133,12 @@ impl DLDataType {
             13 => "float8_e5m2fnuz",
             14 => "float8_e8m0fnu",
             3 => return Err("opaque handles (kDLOpaqueHandle) are not data".into()),
-            15..=17 => return Err(format!(
+            15..=17 => {
+                return Err(format!(
                 "sub-byte packed floats (DLPack type code {code}, {bits} bits) are not supported: \
                      the checksum and the transfer work on whole bytes per element"
-            )),
+            ))
+            }
             other => return Err(format!("unknown DLPack type code {other}")),
         };
         if bits == 0 || bits % 8 != 0 {

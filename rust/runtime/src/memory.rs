@@ -132,6 +132,15 @@ impl std::fmt::Debug for Buffer {
 
 impl Buffer {
     pub fn new(nbytes: usize, device: Option<i32>) -> Result<Self> {
+        let buffer = Self::new_uninit(nbytes, device)?;
+        // SAFETY: the allocation holds at least `nbytes` bytes.
+        check(unsafe { cudaMemset(buffer.at(0), 0, nbytes) })?;
+        Ok(buffer)
+    }
+
+    /// A buffer whose contents are unspecified until written (staging and shadows, which are
+    /// written whole before being read: no zero-filling pass).
+    pub fn new_uninit(nbytes: usize, device: Option<i32>) -> Result<Self> {
         let device = resolve_device(device)?;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid out-pointer; at least one byte so the pointer is never null.
@@ -143,8 +152,6 @@ impl Buffer {
             external: None,
             read_only: false,
         };
-        // SAFETY: the allocation holds at least `nbytes` bytes.
-        check(unsafe { cudaMemset(ptr, 0, nbytes) })?;
         Ok(buffer)
     }
 

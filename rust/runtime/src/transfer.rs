@@ -543,7 +543,7 @@ fn receive(
     if want_device {
         match entries
             .iter()
-            .map(|e| Buffer::new(e.nbytes, Some(comm.device())))
+            .map(|e| Buffer::new_uninit(e.nbytes, Some(comm.device())))
             .collect::<Result<Vec<_>>>()
         {
             Ok(shadows) => device_shadows = Some(shadows),
@@ -586,7 +586,10 @@ fn receive(
         // Host shadows receive through one staging chunk; device shadows receive in place.
         let staging = match device_shadows {
             Some(_) => None,
-            None => Some(Buffer::new(donor_chunk.min(largest), Some(comm.device()))?),
+            None => Some(Buffer::new_uninit(
+                donor_chunk.min(largest),
+                Some(comm.device()),
+            )?),
         };
         let mut shadows = Vec::with_capacity(entries.len());
         let mut bad = Vec::new();

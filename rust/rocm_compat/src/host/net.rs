@@ -68,6 +68,9 @@ const COLL: u32 = 12;
 const BYE: u32 = 13;
 const ABORT: u32 = 14;
 const HEADER: usize = 16;
+/// Messages at least this large wait up to DIRECT_WAIT for their receive to be posted.
+const DIRECT_MIN: usize = 256 << 10;
+const DIRECT_WAIT: Duration = Duration::from_millis(100);
 /// Largest control payload accepted (JOIN, ROSTER, ...): a sanity bound on a garbage peer.
 const CONTROL_MAX: u64 = 1 << 20;
 
@@ -916,16 +919,35 @@ impl NetComm {
     }
 
     fn on_data(&self, peer: usize, stream: &mut TcpStream, len: usize) -> io::Result<()> {
+        // A large message waits a little for its receive to be posted (a receiver busy with the
+        // previous chunk, e.g. checksumming it), so it lands in place instead of in a temporary
+        // copy; the bounded wait keeps every pattern that NCCL allows free of deadlock.
+        let patience = if len >= DIRECT_MIN {
+            DIRECT_WAIT
+        } else {
+            Duration::ZERO
+        };
+        let deadline = Instant::now() + patience;
         let mut st = self.lock();
-        let inbox = &mut st.inbox[peer];
-        let direct = match inbox.slot.as_mut() {
-            Some(slot)
-                if inbox.queue.is_empty() && slot.state == SlotState::Posted && slot.len == len =>
-            {
-                slot.state = SlotState::Filling;
-                Some(slot.ptr)
+        let direct = loop {
+            let inbox = &mut st.inbox[peer];
+            if let Some(slot) = inbox.slot.as_mut() {
+                if inbox.queue.is_empty() && slot.state == SlotState::Posted && slot.len == len {
+                    slot.state = SlotState::Filling;
+                    break Some(slot.ptr);
+                }
             }
-            _ => None,
+            let Some(left) = remaining(deadline) else {
+                break None;
+            };
+            if st.closing {
+                break None;
+            }
+            st = self
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         };
         drop(st);
         match direct {
@@ -1088,6 +1110,7 @@ pub(super) fn complete(op: Op) -> Outcome {
                                 len: nbytes,
                                 state: SlotState::Posted,
                             });
+                            comm.changed.notify_all(); // a reader may be waiting for it
                         }
                     }
                 }
