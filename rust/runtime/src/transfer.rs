@@ -582,7 +582,28 @@ fn receive(
         .collect();
     report.chunk_bytes = donor_chunk;
     let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
-    let outcome = (|| -> Result<Vec<Vec<u8>>> {
+    let outcome = std::thread::scope(|scope| -> Result<Vec<Vec<u8>>> {
+        // Device shadows receive in place, and a checker thread checksums each chunk (on a stream
+        // of its own) while the next one arrives.
+        let (chunks_tx, chunks_rx) = std::sync::mpsc::channel::<(usize, usize, usize)>();
+        let checker = device_shadows.as_ref().map(|shadows| {
+            let device = comm.device();
+            scope.spawn(move || -> Result<Vec<u64>> {
+                let stream = crate::memory::Stream::new(Some(device))?;
+                let mut sums = vec![0u64; shadows.len()];
+                for (index, offset, len) in chunks_rx {
+                    let s = shadows[index].partial_checksum(
+                        offset,
+                        len,
+                        (offset / 8) as u64,
+                        Some(&stream),
+                    )?;
+                    sums[index] = sums[index].wrapping_add(s);
+                }
+                Ok(sums)
+            })
+        });
+        let mut entry_sums = vec![0u64; entries.len()];
         // Host shadows receive through one staging chunk; device shadows receive in place.
         let staging = match device_shadows {
             Some(_) => None,
@@ -616,14 +637,11 @@ fn receive(
                             s
                         }
                         (None, Some(shadows)) => {
-                            let target = &shadows[index];
-                            comm.recv(target, offset, len, donor)?;
-                            target.partial_checksum(
-                                offset,
-                                len,
-                                (offset / 8) as u64,
-                                Some(comm.stream()),
-                            )?
+                            comm.recv(&shadows[index], offset, len, donor)?;
+                            // Checksummed by the checker thread (a send fails only if it stopped
+                            // on an error, which its join reports).
+                            let _ = chunks_tx.send((index, offset, len));
+                            0
                         }
                         (None, None) => unreachable!("a staging buffer or device shadows"),
                     };
@@ -648,10 +666,23 @@ fn receive(
                 done += len as u64;
                 report.chunks += 1;
             }
-            if finalize(sum, entry.nbytes) != entry.checksum {
+            entry_sums[index] = sum;
+            shadows.push(host);
+        }
+        drop(chunks_tx);
+        if let Some(checker) = checker {
+            entry_sums = checker
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+                .map_err(|err| {
+                    let err = abort_on_local_failure(comm, err);
+                    interrupted("receiver", err, done, report.bytes, "", keep)
+                })?;
+        }
+        for (entry, sum) in entries.iter().zip(&entry_sums) {
+            if finalize(*sum, entry.nbytes) != entry.checksum {
                 bad.push(entry.name.clone());
             }
-            shadows.push(host);
         }
         let verdict = bad.join("\0");
         let send_verdict = || -> Result<()> {
@@ -673,7 +704,7 @@ fn receive(
             });
         }
         Ok(shadows)
-    })()?;
+    })?;
     // Commit: every buffer arrived and matched.
     for (index, (entry, host)) in entries.iter().zip(outcome).enumerate() {
         let dest = leaves
