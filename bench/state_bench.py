@@ -10,7 +10,7 @@ communicator between this process (the receiver, rank 1) and a donor process it 
 - memcpy: one device-to-device copy of the state in one process (host memory here).
 
 Times are the receiver's, from a barrier to its last byte (transfer: to its commit), best of
-``--repeat``. Not a test: nothing is asserted.
+``--repeat`` (raw and transfer interleaved). Not a test: nothing is asserted.
 
     python bench/state_bench.py [--sizes-mib 64,256,1024,2048,4096] [--staging-mib 64] [--repeat 3] [--json]
 """
@@ -66,16 +66,23 @@ def run_rank(comm: m.Communicator, rank: int, sizes: list[int], chunk: int, repe
             m.transfer_state(comm, bufs, donor=0, receiver=1, staging_bytes=chunk)
 
         times: dict[str, list[float]] = {"raw": [], "transfer": []}
-        for name, fn in (("raw", raw), ("transfer", transfer)):
-            for _ in range(repeat + 1):  # the first is a warm-up
+        cpu: dict[str, list[float]] = {"raw": [], "transfer": []}
+        # Interleaved (raw, transfer, raw, ...) so that a busy neighbour slows both alike; the first
+        # round is a warm-up.
+        for _ in range(repeat + 1):
+            for name, fn in (("raw", raw), ("transfer", transfer)):
                 comm.barrier()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 fn()
                 times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
         row: dict[str, Any] = {
             "bytes": nbytes,
             "raw_s": min(times["raw"][1:]),
             "transfer_s": min(times["transfer"][1:]),
+            # CPU seconds of this process (all its threads), median: what a busy machine cannot hide
+            "raw_cpu_s": sorted(cpu["raw"][1:])[len(cpu["raw"][1:]) // 2],
+            "transfer_cpu_s": sorted(cpu["transfer"][1:])[len(cpu["transfer"][1:]) // 2],
         }
         if rank == 1:
             dst = state(nbytes, 0)
@@ -105,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.donor:
         orders = json.loads(args.donor)
         with m.Communicator(bytes.fromhex(orders["uid"]), 2, 0) as comm:
-            run_rank(comm, 0, orders["sizes"], chunk, args.repeat)
+            rows = run_rank(comm, 0, orders["sizes"], chunk, args.repeat)
+        print("DONOR " + json.dumps(rows), flush=True)
         return 0
     room = available_bytes()
     sizes = [s for s in wanted if 3.3 * s + (1 << 30) < room]
@@ -122,11 +130,19 @@ def main(argv: list[str] | None = None) -> int:
             str(args.staging_mib),
             "--repeat",
             str(args.repeat),
-        ]
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     with m.Communicator(uid, 2, 1) as comm:
         rows = run_rank(comm, 1, sizes, chunk, args.repeat)
-    donor.wait()
+    out, _ = donor.communicate()
+    donor_rows = json.loads(next(line[6:] for line in out.splitlines() if line.startswith("DONOR ")))
+    for r, d in zip(rows, donor_rows):
+        # both processes' CPU seconds
+        r["raw_cpu_s"] += d["raw_cpu_s"]
+        r["transfer_cpu_s"] += d["transfer_cpu_s"]
+        r["cpu_ratio"] = r["raw_cpu_s"] / r["transfer_cpu_s"]
     for r in rows:
         r["raw_gbps"] = r["bytes"] / r["raw_s"] / 1e9
         r["transfer_gbps"] = r["bytes"] / r["transfer_s"] / 1e9
@@ -148,12 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{m.PLATFORM} build, 2 processes on one machine ({os.cpu_count()} CPUs), chunks of {args.staging_mib} MiB, best of {args.repeat}"
     )
     print(
-        f"{'state':>9} {'raw send/recv':>14} {'transfer_state':>15} {'memcpy':>9} {'transfer/raw':>13} {'transfer/memcpy':>16}"
+        f"{'state':>9} {'raw send/recv':>14} {'transfer_state':>15} {'memcpy':>9} {'transfer/raw':>13}"
+        f" {'transfer/memcpy':>16}   CPU s raw/transfer (ratio)"
     )
     for r in rows:
         print(
             f"{r['bytes'] >> 20:>5} MiB {r['raw_gbps']:>9.2f} GB/s {r['transfer_gbps']:>10.2f} GB/s {r['memcpy_gbps']:>6.2f} GB/s"
             f" {r['transfer_vs_raw']:>13.2f} {r['transfer_vs_memcpy']:>16.2f}"
+            f"   {r['raw_cpu_s']:.2f}/{r['transfer_cpu_s']:.2f} ({r['cpu_ratio']:.2f})"
         )
     if skipped:
         print(f"skipped (needs ~3.3x the state in free memory, {result['available_gib']} GiB available): {skipped} MiB")
