@@ -183,7 +183,7 @@ def launch(args: argparse.Namespace) -> int:
     )
     t0 = time.perf_counter()
     recv = subprocess.Popen([*me, "--role", "receiver"], stdout=subprocess.PIPE, text=True)
-    donors: list[subprocess.Popen[str]] = []
+    donors: list[subprocess.Popen[bytes]] = []
 
     def start_donor(kill_at: float) -> Callable[[str], None]:
         return lambda uid: donors.append(
