@@ -124,7 +124,8 @@ pub fn code_of(cuda_name: &str, numbering: Numbering) -> Result<cudaError_t, Unm
     let Some(entry) = ERRORS.iter().find(|e| e.cuda_name() == cuda_name) else {
         return Err(UnmappedError {
             cuda_name: cuda_name.to_string(),
-            reason: "not a CUDA runtime error name (not in the headers' cudaError enum)".to_string(),
+            reason: "not a CUDA runtime error name (not in the headers' cudaError enum)"
+                .to_string(),
         });
     };
     match (numbering, entry.hip) {
@@ -390,7 +391,11 @@ mod tests {
         );
         assert!(!err.message.is_empty());
         if runtime_up {
-            assert_ne!(unsafe { ffi::cudaPeekAtLastError() }, code, "{err} left in the slot");
+            assert_ne!(
+                unsafe { ffi::cudaPeekAtLastError() },
+                code,
+                "{err} left in the slot"
+            );
             assert_eq!(take_last_error(), Ok(()));
         }
     }

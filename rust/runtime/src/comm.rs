@@ -257,6 +257,7 @@ impl Communicator {
 
     pub fn all_reduce(&self, buffer: &Buffer, dtype: DataType, op: ncclRedOp_t) -> Result<()> {
         self.check_buffer(buffer)?;
+        buffer.check_writable("all_reduce (in place)")?;
         if buffer.nbytes().rem_euclid(dtype.size) != 0 {
             return Err(Error::Value(format!(
                 "a buffer of {} bytes is not a whole number of {} elements ({} bytes each)",
@@ -285,6 +286,9 @@ impl Communicator {
     pub fn broadcast(&self, buffer: &Buffer, root: i32) -> Result<()> {
         self.check_buffer(buffer)?;
         self.check_peer("root", root)?;
+        if root != self.rank {
+            buffer.check_writable("broadcast (receiving in place)")?;
+        }
         self.run("ncclBroadcast", |comm, stream| {
             // SAFETY: in place on a live buffer of nbytes bytes.
             unsafe {
@@ -325,6 +329,7 @@ impl Communicator {
     /// Receives `len` bytes from `peer` into `buffer` at `offset`.
     pub fn recv(&self, buffer: &Buffer, offset: usize, len: usize, peer: i32) -> Result<()> {
         self.check_buffer(buffer)?;
+        buffer.check_writable("recv")?;
         self.check_peer("peer", peer)?;
         check_range(buffer, offset, len)?;
         self.run("ncclRecv", |comm, stream| {
