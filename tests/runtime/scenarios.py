@@ -573,17 +573,26 @@ def gpu_build_without_gpu() -> None:
         "Buffer.from_bytes": lambda: m.Buffer.from_bytes(b"abc"),
         "Stream": m.Stream,
         "Event": m.Event,
-        "unique_id": m.Communicator.unique_id,
         "Communicator": lambda: m.Communicator(bytes(128), 1, 0),
         "checksum": lambda: m.checksum(b"abc"),
+        "all_reduce_single_rank": lambda: m.all_reduce_single_rank([1.0]),
     }
     for name, call in calls.items():
         try:
             call()
         except m.NoDeviceError as err:
-            assert "no usable GPU" in str(err) and m.PLATFORM in str(err), (name, err)
+            assert "no usable gpu" in str(err).lower() and m.PLATFORM in str(err), (name, err)
+            if name in ("Communicator", "all_reduce_single_rank") and isinstance(err, m.CollectiveError):
+                # A collective call says what the library answered, and is a NoDeviceError too.
+                assert isinstance(err, m.CollectiveNoDeviceError) and err.result_name in str(err), (name, err)
         else:
             raise AssertionError(f"{name} worked without a GPU")
+    # An id needs no device where the library makes one without (NCCL does, RCCL does not): either it is
+    # the id's 128 bytes, or the error names the library's answer and the missing device.
+    try:
+        assert len(m.Communicator.unique_id()) == 128
+    except m.CollectiveNoDeviceError as err:
+        assert err.result_name in str(err) and "no usable gpu" in str(err).lower(), err
     assert m.checksum_reference(b"abc") == m.checksum_reference(bytearray(b"abc"))
 
 

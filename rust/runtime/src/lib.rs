@@ -15,6 +15,32 @@ pub mod transfer;
 
 use error::Error;
 
+/// `CollectiveNoDeviceError(CollectiveError, NoDeviceError)`: a collective call failed where no GPU is
+/// usable. Both bases, so code that catches either sees it; made once, with two bases, which
+/// `create_exception!` cannot express.
+static COLLECTIVE_NO_DEVICE: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> =
+    pyo3::sync::PyOnceLock::new();
+
+fn collective_no_device_type(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
+    COLLECTIVE_NO_DEVICE
+        .get_or_try_init(py, || {
+            let bases = (py.get_type::<CollectiveError>(), py.get_type::<NoDeviceError>());
+            let namespace = PyDict::new(py);
+            namespace.set_item("__module__", "monarch_runtime._native")?;
+            namespace.set_item(
+                "__doc__",
+                "A collective (NCCL/RCCL) call failed where no GPU is usable: `.result` is what the \
+                 library answered; it is a CollectiveError and a NoDeviceError.",
+            )?;
+            let made = py
+                .import("builtins")?
+                .getattr("type")?
+                .call1(("CollectiveNoDeviceError", bases, namespace))?;
+            Ok::<_, PyErr>(made.cast_into::<pyo3::types::PyType>()?.unbind())
+        })
+        .map(|ty| ty.bind(py))
+}
+
 pyo3::create_exception!(
     _native,
     MonarchError,
@@ -66,16 +92,20 @@ fn with_result(py: Python<'_>, err: PyErr, result: Option<i32>) -> PyErr {
     err
 }
 
+/// The runtime's own name for a device error (hipErrorNoDevice on ROCm), then the CUDA name it maps to.
+fn device_names(e: &rocm_compat::CudaError) -> String {
+    if e.platform_name == e.name {
+        e.name.clone()
+    } else {
+        format!("{}, CUDA's {}", e.platform_name, e.name)
+    }
+}
+
 fn to_py(err: Error) -> PyErr {
     Python::attach(|py| match err {
-        // The runtime's own name first (hipErrorNoDevice on ROCm), then the CUDA name it maps to.
         Error::Cuda(e) if e.is_no_device() => NoDeviceError::new_err(format!(
             "no usable GPU ({}): {}. The {} build needs a driver and a device.",
-            if e.platform_name == e.name {
-                e.name.clone()
-            } else {
-                format!("{}, CUDA's {}", e.platform_name, e.name)
-            },
+            device_names(&e),
             e.message,
             rocm_compat::PLATFORM
         )),
@@ -84,6 +114,23 @@ fn to_py(err: Error) -> PyErr {
         Error::Nccl {
             result, message, ..
         } => with_result(py, CollectiveError::new_err(message), Some(result)),
+        Error::NcclNoDevice {
+            result,
+            message,
+            device,
+        } => {
+            let text = format!(
+                "{message}. No usable GPU ({}): {}. The {} build needs a driver and a device.",
+                device_names(&device),
+                device.message,
+                rocm_compat::PLATFORM
+            );
+            let err = match collective_no_device_type(py) {
+                Ok(ty) => PyErr::from_type(ty.clone(), text),
+                Err(e) => e,
+            };
+            with_result(py, err, Some(result))
+        }
         Error::Aborted(msg) => with_result(py, CommunicatorAborted::new_err(msg), None),
         Error::Kernel(msg) => MonarchError::new_err(msg),
         Error::Value(msg) => PyValueError::new_err(msg),
@@ -730,6 +777,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TransferAborted", py.get_type::<TransferAborted>())?;
     m.add("TransferError", py.get_type::<TransferError>())?;
     m.add("ChecksumMismatch", py.get_type::<ChecksumMismatch>())?;
+    m.add("CollectiveNoDeviceError", collective_no_device_type(py)?)?;
     m.add_class::<PyBuffer>()?;
     m.add_class::<PyStream>()?;
     m.add_class::<PyEvent>()?;
