@@ -151,7 +151,10 @@ def test_names_are_not_taken_from_comments_or_strings(workspace: Path) -> None:
             "cudaGraphInstantiateWithParams",
             "hipGraphInstantiateWithParams needs HIP 6.2.0, the snapshot has 5.2",
         ),
-        ("cudaErrorInvalidTexture", "cudaErrorInvalidTexture has no HIP equivalent (HIPIFY marks it unsupported"),
+        (
+            "cudaErrorInvalidTextureBinding",
+            "cudaErrorInvalidTextureBinding has no HIP equivalent (HIPIFY marks it unsupported",
+        ),
         ("cudaDeviceProp", "type cudaDeviceProp has no Rust representation"),
         ("cuMemAlloc", "cuMemAlloc is a driver-API function"),
         ("cudaGetDeviceProperties", "unsupported C type 'struct cudaDeviceProp *' (structs and callbacks go through"),
@@ -438,7 +441,8 @@ def test_compat_header_aliases_only_what_hip_has() -> None:
     text = (COMPAT_INCLUDE / "monarch/cuda_compat.h").read_text(encoding="utf-8")
     assert "#define cudaMalloc hipMalloc\n" in text
     assert "#define cudaErrorNoKernelImageForDevice hipErrorNoBinaryForGpu\n" in text
-    assert "cudaErrorInvalidTexture" not in text  # unsupported: no alias, a compile error on HIP
+    assert "cudaErrorInvalidTexture" not in text  # not in the HIP 5.2 snapshot: no alias, a compile error on HIP
+    assert "cudaErrorInvalidTextureBinding" not in text  # unsupported by HIP at all
     assert "cudaGraphInstantiateWithParams" not in text  # needs HIP 6.2, the snapshot is 5.2
 
 

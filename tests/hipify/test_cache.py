@@ -76,7 +76,7 @@ def test_a_changed_layer_is_never_served_stale(cache_dir: Path, tmp_path: Path) 
     assert before.raw_hip_name("cudaThingA") == "hipThingA"
     again = load_database(base=layer)  # cached
     assert again.raw_hip_name("cudaThingA") == "hipThingA"
-    assert Translator(again, None).translate(b"cudaThingA();\n").data == b"hipThingA();\n"
+    assert Translator(again, None).translate(b"x = cudaThingA();\n").data == b"x = hipThingA();\n"
     # Same size, same mtime: only the content differs.
     stat = layer.stat()
     layer.write_text(_tsv([("cudaThingA", "hipThingB")]), encoding="utf-8")
@@ -85,7 +85,7 @@ def test_a_changed_layer_is_never_served_stale(cache_dir: Path, tmp_path: Path) 
     after = load_database(base=layer)
     assert after.raw_hip_name("cudaThingA") == "hipThingB"
     assert after.fingerprint != before.fingerprint
-    assert Translator(after, None).translate(b"cudaThingA();\n").data == b"hipThingB();\n"
+    assert Translator(after, None).translate(b"x = cudaThingA();\n").data == b"x = hipThingB();\n"
 
 
 def test_corrupt_or_foreign_entries_are_rebuilt(cache_dir: Path, tmp_path: Path) -> None:

@@ -51,7 +51,8 @@ def test_external_engine_wrapper(tmp_path: Path, write: Write, monkeypatch: pyte
     out = (tmp_path / "out" / "k.hip").read_bytes()
     # that engine rewrites comments too, but no byte is lost (Latin-1 safe), and includes still follow renames
     assert out == b'#include "b_hip.h"\n// caf\xe9 hipFree\n void f(hipStream_t s) { hipFree(0); }\n'
-    assert (tmp_path / "out" / "b_hip.h").read_bytes() == b"#pragma once\nhipStream_t g();\n"
+    api = b"#include <hip/hip_runtime_api.h>  // [hipify] nvcc includes the CUDA runtime implicitly\n"
+    assert (tmp_path / "out" / "b_hip.h").read_bytes() == b"#pragma once\n" + api + b"hipStream_t g();\n"
     assert res.engine == "hipify_torch"
 
 

@@ -9,7 +9,8 @@ from tools.hipify.translate import Translator, positions
 def _hazards(tr: Translator, src: str) -> set[tuple[str, int, int]]:
     data = src.encode()
     res = tr.translate(data)
-    found = lint_bytes(data, res.comment_spans)
+    # lane-mask-32 is the translator's (it reads the mask: tools/hipify/masks.py), the rest the lint's
+    found = [f for f in res.findings if f.kind == "hazard"] + lint_bytes(data, res.comment_spans)
     pos = positions(data, [f.offset for f in found])
     return {(f.rule, *pos[f.offset]) for f in found}
 
@@ -21,7 +22,8 @@ def _hazards(tr: Translator, src: str) -> set[tuple[str, int, int]]:
         ("  int lane = threadIdx.x & 31;", "lane-math", 26),
         ("  int warp = threadIdx.x >> 5;", "lane-math", 26),
         ("  int l = tid % 32;", "lane-math", 15),
-        ("  float v = __shfl_xor_sync(0xffffffff, x, 1);", "lane-mask-32", 13),
+        ("  float v = __shfl_xor_sync(m, x, 1);", "lane-mask-32", 13),
+        ("  float v = __shfl_xor_sync(0x0000ffff, x, 1);", "lane-mask-32", 13),
         ("  unsigned m = __ballot(p);", "ballot-32", 3),
         ("  int n = __popc(__activemask());", "ballot-32", 11),
         ("  for (int o = 16; o > 0; o /= 2) v += __shfl_down(v, o);", "warp-reduce-16", 3),

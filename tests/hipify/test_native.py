@@ -67,7 +67,8 @@ def _require_native() -> None:
 OPTIONS: dict[str, dict[str, Any]] = {
     "newest": {"hip_version": None},
     "hip5.2": {"hip_version": (5, 2)},  # *_sync downgrades (a call's arguments rewritten and consumed)
-    "hip6.4": {"hip_version": (6, 4)},
+    "hip6.4": {"hip_version": (6, 4)},  # 64-bit masks, the warp-sync macro, (void) on discarded hipError_t
+    "hip7.2": {"hip_version": (7, 2)},
     "literals": {"hip_version": (5, 2), "translate_comments_and_strings": True},
     "launch": {"hip_version": (6, 4), "launch": True},
     "no-unmapped": {"hip_version": (5, 2), "report_unmapped": False},
@@ -120,9 +121,10 @@ def snapshot(res: FileResult) -> dict[str, Any]:
         "data": res.data,
         "changed": res.changed,
         "findings": [_finding(f) for f in res.findings],
-        "includes": [(i.out_start, i.out_end, i.spelling, i.angled, i.in_offset) for i in res.includes],
+        "includes": [(i.out_start, i.out_end, i.spelling, i.angled, i.in_offset, i.mapped) for i in res.includes],
         "defines": list(res.defines),
         "comment_spans": [tuple(s) for s in res.comment_spans],
+        "facts": res.facts,
     }
 
 
@@ -271,13 +273,31 @@ TOKENS = [
     b"hipify: ignore",
     b"hipify: ignore(lane-math)",
     b"__global__ void k() {",
+    # target rules: masks, statements that discard hipError_t
+    b"cudaFree(p);",
+    b"cudaDeviceSynchronize()",
+    b"(void)",
+    b"if (x) ",
+    b"else ",
+    b"case 1: ",
+    b"#endif\n",
+    b"#define FULL 0xffffffff\n",
+    b"const unsigned kFull = 0xffffffffu;",
+    b"unsigned m = __activemask();",
+    b"__activemask()",
+    b"~0u",
+    b"-1",
+    b"0x0000ffff",
+    b"__syncwarp(",
+    b"__match_any_sync(",
+    b"/* c */",
 ]
 SOUP = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
 BOM = b"\xef\xbb\xbf"
 
 
 @needs_native
-@pytest.mark.parametrize("option_set", ["hip5.2", "everything", "no-unmapped"])
+@pytest.mark.parametrize("option_set", ["hip5.2", "hip6.4", "everything", "no-unmapped"])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=SOUP)
 @example(data=BOM + b'#include <cuda_runtime.h>\ncudaMalloc(u8"cudaFree"); // cudaStream_t\n')

@@ -102,14 +102,14 @@ def _python_tag() -> str:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """Hash of this package's code and its non-mapping data (the downgrades): derived data is reused only by
-    the same tool. (The mapping layers are hashed separately, into the database fingerprint.)
+    """Hash of this package's code and its non-mapping data (the downgrades, the target rules): derived data is
+    reused only by the same tool. (The mapping layers are hashed separately, into the database fingerprint.)
 
     The hash of files whose stat signatures are all unchanged is taken from the cache (no reading)."""
     data_dir = os.path.join(_HERE, "data")
     try:
         names = [n for n in os.listdir(_HERE) if n.endswith(".py")]
-        names += [f"data/{n}" for n in os.listdir(data_dir) if n.startswith("downgrades")]
+        names += [f"data/{n}" for n in os.listdir(data_dir) if n.startswith(("downgrades", "targets"))]
     except OSError:
         names = []
     names.sort()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tools.errors import ToolError
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, HipifyOptions
-from tools.hipify.tree import hipify_tree, parse_hip_version
+from tools.hipify.tree import detect_hip_version, hipify_tree, parse_hip_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # argparse is imported only when the fast path below cannot parse the command line
@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="target HIP version (default: the ROCm found, else no version limit)",
     )
     ap.add_argument("--strict", action="store_true", help="exit 1 when anything unportable remains")
+    ap.add_argument(
+        "--version",
+        action="store_true",
+        help="print the mapping database's HIPIFY version and the default target, and exit",
+    )
     ap.add_argument(
         "--launch",
         choices=LAUNCH_STYLES,
@@ -101,6 +106,7 @@ class _Args:
         self.output: Path | None = None
         self.report: Path | None = None
         self.hip_version: str | None = None
+        self.version = False
         self.strict = False
         self.launch = "keep"
         self.translate_comments = False
@@ -192,10 +198,27 @@ def _fast_parse(argv: list[str]) -> _Args | None:
     return args
 
 
+def version_text() -> str:
+    """What ``--version`` prints: where the mapping database comes from, and the default target."""
+    from tools.hipify.mapping import load_database  # noqa: PLC0415 - only for --version
+
+    db = load_database()
+    origin = db.meta.get("source_origin") or db.source_commit or db.source
+    found = detect_hip_version()
+    target = f"HIP {found[0]}.{found[1]} (the ROCm found)" if found else "the newest HIP (no ROCm found)"
+    return (
+        f"python -m tools hipify: mapping database from HIPIFY {db.source_version or '(version not recorded)'} "
+        f"({origin}), {len(db)} names, fingerprint {db.fingerprint}; default target: {target}"
+    )
+
+
 def main(argv: list[str]) -> int:
+    if "--version" in argv:
+        print(version_text())
+        return 0
     args = _fast_parse(argv) or build_parser().parse_args(argv)
     options = HipifyOptions(
-        hip_version=parse_hip_version(args.hip_version) if args.hip_version else None,
+        hip_version=parse_hip_version(args.hip_version) if args.hip_version is not None else None,
         translate_comments_and_strings=args.translate_comments,
         launch_style=args.launch,
         mapping_overrides=args.mappings,

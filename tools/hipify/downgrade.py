@@ -2,7 +2,8 @@
 to what that older HIP has (data/downgrades.tsv), instead of blocking the port.
 
 Example, target HIP 5.2: ``__shfl_down_sync(__activemask(), v, 16)`` -> ``__shfl_down(v, 16)``.
-Each rewrite is reported as a non-blocking hazard (rule ``sync-mask-dropped``) at the call."""
+Each rewrite is reported as a non-blocking hazard (rule ``sync-mask-dropped``) at the call; one that drops a
+mask naming only some lanes, or computed at run time, blocks (rule ``lane-mask-32``, tools/hipify/masks.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tools.errors import ToolError
 from tools.hipify.mapping import Version, parse_version
 
 DOWNGRADES_DB = Path(__file__).resolve().parent / "data" / "downgrades.tsv"
-ACTIONS = ("drop-first-arg", "call")
+ACTIONS = ("drop-first-arg", "call", "replace-call")
 
 
 class Downgrade:
@@ -71,6 +72,8 @@ def rewrite_call(data: bytes, end: int, dg: Downgrade) -> tuple[bytes, int] | No
     if dg.action == "call":
         if data[i + 1 : j].strip():
             return None
+        return dg.replacement, j + 1
+    if dg.action == "replace-call":  # the whole call, whatever its arguments
         return dg.replacement, j + 1
     if first_comma < 0:
         return None

@@ -10,7 +10,7 @@ Rules (see docs/hipify.md for the full text):
 warp-size-literal     32 hard-coded as warp size: index math, shared-memory sizes, loop bounds, constants
 lane-math             ``& 31``, ``% 32``, ``>> 5`` on thread/lane indices (assume 32 lanes)
 warp-reduce-16        a shuffle reduction loop starting at offset 16 (covers only 32 lanes)
-lane-mask-32          32-bit lane mask ``0xffffffff`` passed to ``*_sync`` intrinsics (HIP masks are 64-bit)
+lane-mask-32          (the translator's, tools/hipify/masks.py) a partial or run-time 32-bit ``*_sync`` lane mask
 ballot-32             ``__ballot``/``__activemask`` results kept in 32 bits or passed to ``__popc``/``__ffs``
 inline-asm            inline PTX ``asm(...)`` (no translation exists)
 cuda-arch-compare     ``__CUDA_ARCH__`` compared with a compute capability
@@ -61,13 +61,6 @@ _RULES: dict[str, tuple[tuple[bytes, ...], str, str, bool, str]] = {
         "start at warpSize / 2",
         True,
         "word",
-    ),
-    "lane-mask-32": (
-        (rb"_sync\s*\(\s*(?:0[xX][fF]{8}[uU]?[lL]{0,2}|~0[uU]?)(?![\w])",),
-        "32-bit lane mask passed to a *_sync intrinsic; HIP lane masks are 64-bit",
-        "pass __activemask() or a 64-bit mask (0xffffffffffffffffull)",
-        True,
-        "sync",
     ),
     "ballot-32": (
         (rb"__ballot(?:_sync)?\b", rb"__activemask\b"),
@@ -144,7 +137,6 @@ _DEVICE_RULES = frozenset(
         "warp-size-literal",
         "lane-math",
         "warp-reduce-16",
-        "lane-mask-32",
         "ballot-32",
         "coop-groups",
         "grid-sync",
@@ -201,6 +193,12 @@ def mask(data: bytes, spans: list[tuple[int, int]]) -> bytes:
         pos = end
     parts.append(data[pos:])
     return b"".join(parts)
+
+
+def silenced(data: bytes, offset: int, rule: str) -> bool:
+    """Whether a ``hipify: ignore`` comment on the line of ``offset`` silences ``rule`` (also used for the
+    translator's hazards: tools/hipify/tree.py)."""
+    return _silenced(data, offset, rule)
 
 
 def _silenced(data: bytes, offset: int, rule: str) -> bool:
@@ -296,7 +294,7 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") 
     context = re.compile(_CONTEXT if device_file else _CONTEXT_NO_LOOP).search
     context_no_loop = re.compile(_CONTEXT_NO_LOOP).search
     for index, match_start, end in matches:
-        start = match_start  # the rule checks may move it back (sync, ballot, asm)
+        start = match_start  # the rule checks may move it back (ballot, asm)
         rule, _pattern, _needle, (_p, reason, suggestion, blocking, check) = _COMPILED[index]
         if in_literal(start):
             continue
@@ -313,13 +311,6 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") 
             ls, line = _line(code, start)
             if (context if check == "ctx" else context_no_loop)(line) is None:
                 continue
-        elif check == "sync":
-            ts = start
-            while ts and code[ts - 1] in idc:
-                ts -= 1
-            if not code.startswith(b"__", ts):
-                continue
-            start = ts
         elif check == "ballot":
             if prev in idc:
                 continue

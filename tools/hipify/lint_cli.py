@@ -16,7 +16,9 @@ from tools.hipify.model import Finding
 from tools.hipify.tree import (
     SKIP_DIRS,
     SOURCE_SUFFIXES,
+    Key,
     _process,
+    _project_mask_pass,
     _translator,
     detect_hip_version,
     parse_hip_version,
@@ -47,10 +49,13 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     version = parse_hip_version(args.hip_version) if args.hip_version else detect_hip_version()
     overrides = str(args.mappings.resolve()) if args.mappings else None
-    _translator(overrides, version, False, True, False)  # validate the override file early
+    files = _files(args.sources)
+    key: Key = (overrides, version, False, True, False, ())
+    _translator(*key)  # validate the override file early
     findings: list[Finding] = []
-    for path in _files(args.sources):
-        res = _process(str(path), True, (overrides, version, False, True, False), True)
+    results = [_process(str(path), True, key, True) for path in files]
+    results, _redone = _project_mask_pass([str(p) for p in files], results, key, True)
+    for path, res in zip(files, results):
         if res.mode == "error":
             findings.append(
                 Finding(

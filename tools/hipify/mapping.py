@@ -3,7 +3,7 @@
 Layers, later ones override earlier ones entry by entry:
 
 1. ``data/cuda2hip.tsv``: generated from ROCm/HIPIFY's published tables by
-   ``python -m tools update-mappings``; its header records the source repository and commit.
+   ``python -m tools update-mappings``; its header records the source repository, HIPIFY version and commit.
 2. ``data/extra.tsv``: project-curated entries HIPIFY's tables lack (NCCL -> RCCL header, ``cub::``
    namespace, include-guard macros, ``__CUDA_ARCH__``).
 3. an optional user override file (same format, or a ``.json`` list of objects).
@@ -356,6 +356,11 @@ class MappingDatabase:
     @property
     def source_commit(self) -> str:
         return self.meta.get("source_commit", "")
+
+    @property
+    def source_version(self) -> str:
+        """The HIPIFY release the generated layer was built from (``#!source_version``), or ""."""
+        return self.meta.get("source_version", "")
 
 
 _ROW = r"^([^\t#\n][^\t\n]*)\t([^\n]*)"  # rows, when one has no tab (compiled where used)

@@ -13,7 +13,7 @@ NAMING_STYLES = ("hipify_torch", "keep")
 ENGINES = ("builtin", "hipify_torch")
 
 #: finding kinds, in report order
-KINDS = ("error", "unsupported", "version", "unmapped", "hazard", "deprecated")
+KINDS = ("error", "unsupported", "version", "unmapped", "hazard", "deprecated", "note")
 
 
 class HipifyOptions:
@@ -164,6 +164,7 @@ class HipifyResult:
         "outputs",
         "removed",
         "seconds",
+        "target",
         "unchanged",
         "written",
     )
@@ -181,6 +182,7 @@ class HipifyResult:
         database: Mapping[str, str] | None = None,
         engine: str = "builtin",
         seconds: float = 0.0,
+        target: Mapping[str, object] | None = None,
     ) -> None:
         self.outputs: dict[Path, Path] = dict(outputs)
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
@@ -192,6 +194,7 @@ class HipifyResult:
         self.database = dict(database or {})
         self.engine = engine
         self.seconds = seconds
+        self.target = dict(target or {})  # what the target version changes (tools/hipify/targets.py)
 
     @property
     def blocking(self) -> int:
@@ -218,6 +221,7 @@ class HipifyResult:
             "schema": "monarch-runtime/hipify-report/v1",
             "engine": self.engine,
             "hip_version": ".".join(map(str, self.hip_version)) if self.hip_version else None,
+            "target": self.target,
             "database": self.database,
             "files": [{"source": str(src), "output": str(dst)} for src, dst in sorted(self.outputs.items())],
             "written": sorted(str(p) for p in self.written),

@@ -22,19 +22,20 @@ else:
     Protocol = object
 
 #: the Python <-> Rust contract; rust/hipify_native/src/lib.rs has the same number
-INTERFACE = 2
+INTERFACE = 3
 
 Edit = tuple[int, int, bytes]  # put bytes in place of data[start:end]
 
 
 class NativeScanner(Protocol):
-    def translate(
+    def translate(  # noqa: PLR0917 - the native method's positional-only signature
         self,
         data: bytes,
-        classify: Callable[[bytes], bytes | bool | None],
+        classify: Callable[[bytes], bytes | bool | tuple[bytes] | None],
         on_name: Callable[[int, int], tuple[bytes, int, bool] | None],
         on_include: Callable[[int, int, int, bool, int], Edit | None],
         on_text: Callable[[int, int], bytes | None],
+        on_statement: Callable[[int, int], bool],
         /,
     ) -> tuple[bytes | None, list[tuple[int, int]], list[tuple[int, int]]]: ...
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from tools.hipify import insert, masks
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 from tools.hipify.native import Edit, NativeScanner
 from tools.hipify.native import load as load_native
+from tools.hipify.targets import Target, load_target
 
 
 class _Lazy:
@@ -65,7 +67,7 @@ class RawFinding:
     ) -> None:
         self.offset = offset  # byte offset in the input
         self.name = name
-        self.kind = kind  # unsupported | version | unmapped | hazard | deprecated | error
+        self.kind = kind  # unsupported | version | unmapped | hazard | deprecated | error | note
         self.reason = reason
         self.suggestion = suggestion
         self.blocking = blocking
@@ -76,23 +78,27 @@ class RawFinding:
 
 
 class Include:
-    """A project ``#include`` left for the tree pass: where its path sits in the *output* bytes."""
+    """An ``#include`` for the tree pass (a project header, or a mapped header the project may have itself):
+    where its path sits in the *output* bytes."""
 
-    __slots__ = ("angled", "in_offset", "out_end", "out_start", "spelling")
+    __slots__ = ("angled", "in_offset", "mapped", "out_end", "out_start", "spelling")
 
-    def __init__(self, out_start: int, out_end: int, spelling: str, angled: bool, in_offset: int) -> None:
+    def __init__(  # noqa: PLR0917
+        self, out_start: int, out_end: int, spelling: str, angled: bool, in_offset: int, mapped: bool = False
+    ) -> None:
         self.out_start = out_start
         self.out_end = out_end
         self.spelling = spelling  # the path as written (Latin-1 decoded: lossless)
         self.angled = angled
         self.in_offset = in_offset
+        self.mapped = mapped  # the output has the database's HIP header there (a project file of that name wins)
 
     def __repr__(self) -> str:
         return f"Include({self.spelling!r}, out={self.out_start}:{self.out_end})"
 
 
 class FileResult:
-    __slots__ = ("changed", "comment_spans", "data", "defines", "findings", "includes")
+    __slots__ = ("changed", "comment_spans", "data", "defines", "facts", "findings", "includes", "unresolved")
 
     def __init__(  # noqa: PLR0917
         self,
@@ -102,6 +108,7 @@ class FileResult:
         includes: list[Include],
         defines: list[str],
         comment_spans: list[tuple[int, int]],
+        facts: int = 0,
     ) -> None:
         self.data = data
         self.changed = changed
@@ -109,27 +116,48 @@ class FileResult:
         self.includes = includes
         self.defines = defines  # macro names #define'd in this file (project macros are not CUDA names)
         self.comment_spans = comment_spans  # comments and literals in the input (the lint skips them)
+        self.facts = facts  # what the file uses and includes (tools/hipify/insert.py's bits), for the tree pass
+        self.unresolved: list[str] = []  # lane-mask names defined neither here nor in the known project masks
+
+
+class _FileState:
+    """What one file's pass collects besides the output (both engines fill it through the same methods)."""
+
+    __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
+
+    def __init__(self) -> None:
+        self.findings: list[RawFinding] = []
+        self.includes: list[Include] = []
+        self.defines: list[str] = []
+        self.facts = 0
+        self.discarded: list[tuple[int, bytes]] = []  # calls that got (void): offset, CUDA name
+        self.unresolved: set[bytes] = set()  # lane-mask names not defined in the file (masks.Mask.unresolved)
 
 
 _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking)
 
 
 class _Action:
-    __slots__ = ("downgrade", "finding", "namespace_only", "replacement", "simple")
+    __slots__ = ("downgrade", "finding", "namespace_only", "replacement", "simple", "stmt", "sync")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917
         self,
         replacement: bytes | None,
         finding: _FindingSpec | None,
         namespace_only: bool = False,
         downgrade: Downgrade | None = None,
+        sync: bool = False,
+        stmt: bool = False,
     ) -> None:
         self.replacement = replacement  # None: leave the name
         self.finding = finding
         self.namespace_only = namespace_only
         self.downgrade = downgrade  # a call rewrite for an older HIP target (tried first)
+        self.sync = sync  # a warp *_sync builtin (or __activemask) on a target that changes them (mask, macro)
+        self.stmt = stmt  # returns the nodiscard error type: a call whose result is discarded gets (void)
         # the replacement when nothing else is to be done (no finding, no context check, no downgrade)
-        self.simple = replacement if finding is None and not namespace_only and downgrade is None else None
+        plain = finding is None and not namespace_only and downgrade is None and not sync and not stmt
+        self.simple = replacement if plain else None
 
 
 _NO_ACTION = _Action(None, None)
@@ -243,13 +271,17 @@ class Translator:
         report_unmapped: bool = True,
         launch: bool = False,
         engine: str = "auto",
+        project_masks: masks.ProjectMasks = (),
     ) -> None:
-        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``."""
+        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``.
+        ``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``)."""
         self.db = db
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
         self.report_unmapped = report_unmapped
         self._cache: dict[bytes, _Action] = {}
+        self.target: Target = load_target(hip_version)
+        self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
         # The names the scanner must stop on depend only on the database, the target and the options:
         # derived once, then kept in the compiled cache (a walk over all ~9,000 names otherwise).
@@ -310,10 +342,28 @@ class Translator:
         if act is None:
             act = self._decide(name)
             dg = self.downgrades.get(name)
+            usable = act.finding is None or act.finding[0] == "deprecated"
             if dg is not None:
                 act = _Action(act.replacement, act.finding, act.namespace_only, dg)
+            elif usable and name in masks.SYNC_NAMES and (self.target.mask64 or self.target.sync_define):
+                act = _Action(act.replacement, act.finding, act.namespace_only, sync=True)
+            elif usable and act.replacement is not None and self._nodiscard(name, act.replacement):
+                act = _Action(act.replacement, act.finding, act.namespace_only, stmt=True)
             self._cache[name] = act
         return act
+
+    def _nodiscard(self, name: bytes, replacement: bytes) -> bool:
+        """Whether the HIP function ``name`` becomes returns the target's [[nodiscard]] error type."""
+        target = self.target
+        if target.nodiscard is None or not replacement.startswith(b"hip"):
+            return False
+        entry = self.db.lookup(name.decode("latin-1"))
+        return (
+            entry is not None
+            and entry.kind == "function"
+            and entry.library in ("runtime", "driver")
+            and replacement.decode("latin-1") not in target.nodiscard_exempt
+        )
 
     def _decide(self, raw: bytes) -> _Action:
         name = raw.decode("latin-1")
@@ -395,7 +445,25 @@ class Translator:
 
     def _decide_header(self, path: bytes) -> tuple[bytes | None, _FindingSpec | None]:
         name = path.decode("latin-1")
+        by_target = self.target.headers.get(name)
+        if by_target is not None:
+            hip, lowest = by_target
+            if hip:
+                return hip.encode("latin-1"), None
+            v = format_version(self.hip_version)
+            since = f"HIP >= {format_version(lowest[:2])}" if lowest is not None else "a newer HIP"
+            return None, (
+                "version",
+                f"<{name}>: HIP {v} has no counterpart (it comes with {since}; data/targets.tsv)",
+                f"raise --hip-version to {format_version(lowest[:2])} or guard the include with #ifndef "
+                "__HIP_PLATFORM_AMD__"
+                if lowest is not None
+                else "guard the include with #ifndef __HIP_PLATFORM_AMD__",
+                True,
+            )
         entry = self.db.header(name)
+        if entry is not None and entry.hip_name == name:
+            return None, None  # a header the project usually has itself (data/extra.tsv): left to the tree pass
         if entry is not None:
             if not entry.supported:
                 return None, (
@@ -424,7 +492,8 @@ class Translator:
             f.offset += 3
         res.data = _BOM + res.data
         res.includes = [
-            Include(i.out_start + 3, i.out_end + 3, i.spelling, i.angled, i.in_offset + 3) for i in res.includes
+            Include(i.out_start + 3, i.out_end + 3, i.spelling, i.angled, i.in_offset + 3, i.mapped)
+            for i in res.includes
         ]
         res.comment_spans = [(a + 3, b + 3) for a, b in res.comment_spans]
         return res
@@ -440,9 +509,7 @@ class Translator:
         # Output offsets (for includes and launches) are computed on demand: emitted(pos) is the output
         # length once everything before input offset ``pos`` is emitted (the hot path does no bookkeeping).
         pos = 0
-        findings: list[RawFinding] = []
-        includes: list[Include] = []
-        defines: list[str] = []
+        st = _FileState()
         spans: list[tuple[int, int]] = []
         launches: list[tuple[int, int]] = []  # (offset in output, offset in input) of each <<<
         action = self.action
@@ -471,7 +538,7 @@ class Translator:
                         out.append(simple)
                         pos = end
                         continue
-                    edit = self._name_occurrence(data, start, end, act, findings, defines)
+                    edit = self._name_occurrence(data, start, end, act, st)
                     if edit is not None:
                         text, resume, consumed = edit
                         out.append(data[pos:start])
@@ -530,8 +597,7 @@ class Translator:
                         pend,
                         m.group("open") == b"<",
                         counted_len + (pstart - pos),
-                        findings,
-                        includes,
+                        st,
                     )
                     if inc_edit is not None:
                         estart, eend, text = inc_edit
@@ -548,48 +614,68 @@ class Translator:
         else:
             out.append(data[pos:])
             result = b"".join(out)
-        return self._finish(data, result, findings, includes, defines, spans, launches)
+        return self._finish(data, result, st, spans, launches)
 
     def _translate_native(self, data: bytes, scanner: NativeScanner) -> FileResult:
         """The same pass with the native scanner: it handles comments, literals, skipped names and plain
         renames; every other decision comes back here, through the same methods as the Python pass."""
-        findings: list[RawFinding] = []
-        includes: list[Include] = []
-        defines: list[str] = []
+        st = _FileState()
         action = self.action
 
         def on_name(start: int, end: int) -> tuple[bytes, int, bool] | None:
-            return self._name_occurrence(data, start, end, action(data[start:end]), findings, defines)
+            return self._name_occurrence(data, start, end, action(data[start:end]), st)
 
         def on_include(mstart: int, pstart: int, pend: int, angled: bool, out_pstart: int) -> Edit | None:
-            return self._include_occurrence(data, mstart, pstart, pend, angled, out_pstart, findings, includes)
+            return self._include_occurrence(data, mstart, pstart, pend, angled, out_pstart, st)
 
         def on_text(start: int, end: int) -> bytes | None:
             return self._retranslated(data[start:end])
 
-        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text)
-        return self._finish(data, result, findings, includes, defines, spans, launches)
+        def on_statement(start: int, end: int) -> bool:
+            return self._discards(data, start, end, st)
 
-    def _classify(self, name: bytes) -> bytes | bool | None:
-        """For the native scanner's cache: None (nothing to do), the plain rename, or True (ask each time)."""
+        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text, on_statement)
+        return self._finish(data, result, st, spans, launches)
+
+    def _classify(self, name: bytes) -> bytes | bool | tuple[bytes] | None:
+        """For the native scanner's cache: None (nothing to do), the plain rename, ``(rename,)`` (the rename,
+        unless ``maybe_statement`` holds at the occurrence: then ask), or True (ask each time)."""
         act = self.action(name)
         if act is _NO_ACTION:
             return None
-        return act.simple if act.simple is not None else True
+        if act.simple is not None:
+            return act.simple
+        if act.stmt and act.finding is None and not act.namespace_only and act.replacement is not None:
+            return (act.replacement,)
+        return True
 
-    def _name_occurrence(  # noqa: PLR0917 - called per occurrence; positional on purpose
-        self, data: bytes, start: int, end: int, act: _Action, findings: list[RawFinding], defines: list[str]
+    def _name_occurrence(
+        self, data: bytes, start: int, end: int, act: _Action, st: _FileState
     ) -> tuple[bytes, int, bool] | None:
         """A name that is not a plain rename, at ``data[start:end]``: records its finding (or, for a name the
         project declares, the define) and returns (text, resume, consumed) to put ``text`` in place of
-        ``data[start:resume]`` (consumed: a downgrade rewrote the call's arguments too), or None."""
+        ``data[start:resume]`` (consumed: the call's arguments were rewritten too: a dropped or widened lane
+        mask), or None."""
+        findings = st.findings
         dg = act.downgrade
         if dg is not None:
             rewrite = rewrite_call(data, end, dg)
             if rewrite is not None:
                 text, resume = rewrite
-                findings.append(_downgrade_finding(start, dg))
+                findings.append(self._downgrade_finding(data, start, end, dg, st))
                 return text, resume, True
+        if act.sync:
+            st.facts |= insert.USES_SYNC
+            if self.target.mask64 is not None and data[start:end] in masks.MASKED:
+                edit = self._mask_occurrence(data, start, end, act, st)
+                if edit is not None:
+                    return edit
+        if act.stmt:
+            if _maybe_statement(data, start) and self._discards(data, start, end, st):
+                assert act.replacement is not None
+                return b"(void)" + act.replacement, end, False
+            if act.finding is None and act.replacement is not None:
+                return act.replacement, end, False
         if act.namespace_only and not _namespace_context(data, start, end):
             return None
         if act.finding is not None:
@@ -597,11 +683,98 @@ class Translator:
             if fk != "unmapped":
                 findings.append(RawFinding(start, data[start:end].decode("latin-1"), fk, reason, sugg, blocking))
             elif _is_declaration(data, start, end):
-                defines.append(data[start:end].decode("latin-1"))  # the project's own name (see tree pass)
+                st.defines.append(data[start:end].decode("latin-1"))  # the project's own name (see tree pass)
             elif not _is_member(data, start):
                 findings.append(RawFinding(start, data[start:end].decode("latin-1"), fk, reason, sugg, blocking))
         if act.replacement is not None:
             return act.replacement, end, False
+        return None
+
+    def _discards(self, data: bytes, start: int, end: int, st: _FileState) -> bool:
+        """Whether the call at ``data[start:end]`` (where ``_maybe_statement`` holds) discards its result; if so
+        it is recorded (one note per file: see _finish) and gets ``(void)``."""
+        if _discarded_call(data, start, end):
+            st.discarded.append((start, data[start:end]))
+            return True
+        return False
+
+    def _downgrade_finding(self, data: bytes, start: int, end: int, dg: Downgrade, st: _FileState) -> RawFinding:
+        """The finding of a downgrade: a dropped mask that named every lane is a note-worthy hazard, one that
+        named some lanes or is computed at run time blocks (the mask-less form involves every active lane)."""
+        mask = None
+        if dg.action in ("drop-first-arg", "replace-call") and data[start:end] in masks.MASKED:
+            span = masks.first_argument(data, end)
+            if span is not None:
+                mask = masks.classify(data, start, data[span[0] : span[1]], self.project_masks)
+                if mask.unresolved:
+                    st.unresolved.add(mask.unresolved)
+        return _downgrade_finding(start, dg, mask)
+
+    def _mask_occurrence(
+        self, data: bytes, start: int, end: int, act: _Action, st: _FileState
+    ) -> tuple[bytes, int, bool] | None:
+        """A ``*_sync`` call for a target with 64-bit masks: a full-warp mask becomes the full-wavefront one (and
+        ``__activemask()`` kept in 32 bits becomes ``__activemask()``); a partial or run-time 32-bit mask is a
+        blocking finding; a 64-bit mask is left. Returns the edit, as ``_name_occurrence`` does, or None."""
+        span = masks.first_argument(data, end)
+        if span is None:
+            return None
+        a, b = span
+        name = data[start:end].decode("latin-1")
+        findings = st.findings
+        mask = masks.classify(data, start, data[a:b], self.project_masks)
+        if mask.unresolved:
+            st.unresolved.add(mask.unresolved)
+        target = f"HIP {format_version(self.target.version) or '(newest)'}"
+        if mask.cls in (masks.FULL32, masks.ACTIVE32):
+            if mask.cls == masks.FULL32 and masks.is_name(data[a:b]):  # the name stays: a macro, or a constant
+                new = f"({data[a:b].decode('latin-1')} | {masks.UPPER_LANES})"  # that must stay used (-Wunused)
+            elif mask.cls == masks.FULL32:
+                new = self.target.mask64 or ""
+            elif masks.is_name(data[a:b]):  # the variable stays used (-Wunused-variable), its 32 bits do not
+                new = f"((void){data[a:b].decode('latin-1')}, __activemask())"
+            else:
+                new = "__activemask()"
+            why = (
+                "names the whole 32-lane warp"
+                if mask.cls == masks.FULL32
+                else "holds __activemask() in 32 bits (the lanes of the call, at the call)"
+            )
+            findings.append(
+                RawFinding(
+                    start,
+                    name,
+                    "note",
+                    f"lane mask {mask.how} {why}: {target} takes 64-bit masks (lanes 32-63 of a CDNA wavefront) and "
+                    f"checks that they name exactly the calling lanes, so it becomes {new}",
+                    "the code's other 32-lane assumptions are reported by the lint (warp-size-literal, lane-math, "
+                    "ballot-32, ...)",
+                    False,
+                    "sync-mask-widened",
+                )
+            )
+            head = act.replacement if act.replacement is not None else data[start:end]
+            return head + data[end:a] + new.encode("latin-1"), b, True
+        if mask.cls in (masks.PARTIAL, masks.RUNTIME):
+            what = (
+                "names only some lanes of the 32-lane warp"
+                if mask.cls == masks.PARTIAL
+                else "is not a constant the translation can follow"
+            )
+            findings.append(
+                RawFinding(
+                    start,
+                    name,
+                    "hazard",
+                    f"lane mask {mask.how}: it {what}; {target} takes a 64-bit mask that names exactly the calling "
+                    "lanes of a wavefront (64 lanes on CDNA), so a 32-bit mask does not compile (static_assert) and "
+                    "leaves lanes 32-63 out; which of them should join cannot be decided by a rule",
+                    "compute the mask as a 64-bit value for the wavefront (unsigned long long from __activemask() or "
+                    "__ballot_sync), or pass __activemask() when every calling lane takes part",
+                    True,
+                    "lane-mask-32",
+                )
+            )
         return None
 
     def _include_occurrence(  # noqa: PLR0917
@@ -612,14 +785,20 @@ class Translator:
         pend: int,
         angled: bool,
         out_pstart: int,
-        findings: list[RawFinding],
-        includes: list[Include],
+        st: _FileState,
     ) -> Edit | None:
         """An ``#include`` at ``mstart`` whose path is ``data[pstart:pend]`` (``out_pstart`` in the output):
         a mapped header is renamed, one HIP does not need is commented out, a project header is recorded
         for the tree pass. Returns (start, end, text) to put in place of ``data[start:end]``, or None."""
+        findings = st.findings
+        includes = st.includes
         path = data[pstart:pend]
         repl, finding = self.header_action(path)
+        included = path if repl is None else repl
+        if included == insert.RUNTIME_HEADER:
+            st.facts |= insert.HAS_RUNTIME
+        elif included == insert.RUNTIME_API_HEADER:
+            st.facts |= insert.HAS_RUNTIME_API
         if finding is not None:
             fk, reason, sugg, blocking = finding
             rule = "cuda-only-header" if fk == "hazard" else ""
@@ -628,6 +807,9 @@ class Translator:
             includes.append(Include(out_pstart, out_pstart + (pend - pstart), path.decode("latin-1"), angled, pstart))
             return None
         if repl:
+            # a header of the project's own with this name (cuda-samples' helper_cuda.h, ...) wins: the tree pass
+            # puts its path back when the spelling resolves to a source file
+            includes.append(Include(out_pstart, out_pstart + len(repl), path.decode("latin-1"), angled, pstart, True))
             return pstart, pend, repl
         # HIP needs no such header: comment the directive out
         line_start = data.rfind(b"\n", 0, mstart) + 1
@@ -639,16 +821,17 @@ class Translator:
         new = self._ident().sub(self._sub_in_text, text)
         return new if new != text else None
 
-    def _finish(  # noqa: PLR0917
+    def _finish(
         self,
         data: bytes,
         result: bytes | None,
-        findings: list[RawFinding],
-        includes: list[Include],
-        defines: list[str],
+        st: _FileState,
         spans: list[tuple[int, int]],
         launches: list[tuple[int, int]],
     ) -> FileResult:
+        findings = st.findings
+        includes = st.includes
+        defines = st.defines
         if self.report_unmapped:
             defines += [d.decode("latin-1") for d in _DEFINE().findall(data)]
         changed = result is not None
@@ -668,7 +851,31 @@ class Translator:
                     )
                 )
             changed = changed or len(failed) < len(launches)
-        return FileResult(out, changed, findings, includes, defines, spans)
+        if st.discarded:
+            findings.append(self._discarded_note(data, st.discarded))
+        facts = st.facts | insert.defines_and_lines(data, self.target.sync_define)
+        fr = FileResult(out, changed, findings, includes, defines, spans, facts)
+        fr.unresolved = sorted(n.decode("latin-1") for n in st.unresolved)
+        return fr
+
+    def _discarded_note(self, data: bytes, calls: list[tuple[int, bytes]]) -> RawFinding:
+        """One note for every call of the file whose hipError_t result got (void), at the first one."""
+        pos = positions(data, [off for off, _ in calls])
+        names = sorted({name.decode("latin-1") for _, name in calls})
+        lines = ", ".join(str(pos[off][0]) for off, _ in calls[:20]) + (", ..." if len(calls) > 20 else "")
+        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        target = format_version(self.target.version) or "(newest)"
+        return RawFinding(
+            calls[0][0],
+            calls[0][1].decode("latin-1"),
+            "note",
+            f"{len(calls)} call{'s' if len(calls) > 1 else ''} whose {self.target.nodiscard} result the CUDA code "
+            f"discards ({shown}; line{'s' if len(calls) > 1 else ''} {lines}) got (void): {self.target.nodiscard} "
+            f"is [[nodiscard]] in HIP {target} (C++17), so an unchecked call warns (an error under -Werror)",
+            "check the errors instead of discarding them",
+            False,
+            "nodiscard-void",
+        )
 
     def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
         act = self.action(m.group())
@@ -677,18 +884,208 @@ class Translator:
         return act.replacement
 
 
-def _downgrade_finding(offset: int, dg: Downgrade) -> RawFinding:
+def _downgrade_finding(offset: int, dg: Downgrade, mask: masks.Mask | None = None) -> RawFinding:
     below = format_version(dg.below)
+    replacement = dg.replacement.decode("latin-1")
+    if mask is not None and mask.cls not in (masks.FULL32, masks.FULL64, masks.ACTIVE, masks.ACTIVE32):
+        what = "names only some lanes" if mask.cls == masks.PARTIAL else "is not known before run time"
+        return RawFinding(
+            offset,
+            dg.cuda_name,
+            "hazard",
+            f"HIP < {below} has no {dg.cuda_name}: rewritten to {replacement} without the lane mask, which involves "
+            f"every active lane, but the mask {what} ({mask.how})",
+            f"make the mask-less call correct for every active lane, or raise --hip-version to {below} to keep the "
+            "mask",
+            True,
+            "lane-mask-32",
+        )
     return RawFinding(
         offset,
         dg.cuda_name,
         "hazard",
-        f"HIP < {below} has no {dg.cuda_name}: rewritten to {dg.replacement.decode('latin-1')}"
-        + (" without the lane mask" if dg.action == "drop-first-arg" else ""),
+        f"HIP < {below} has no {dg.cuda_name}: rewritten to {replacement}"
+        + (" without the lane mask" if mask is not None else ""),
         f"correct only when every lane of the mask is active; raise --hip-version to {below} to keep the mask",
         False,
         "sync-mask-dropped",
     )
+
+
+_DISCARD_WS = b" \t\r\n\f\v"
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_STMT_BEFORE = frozenset(b"\n\r;{}):/") | _WORD_BYTES
+
+
+def _maybe_statement(data: bytes, start: int) -> bool:
+    """The cheap test both engines make before asking whether the call at ``start`` is a statement of its own:
+    the byte before it on its line (blanks and a leading ``::`` skipped) may end what precedes a statement.
+    rust/hipify_native's ``maybe_statement`` is the same test."""
+    j = start
+    while j > 0 and data[j - 1] in b" \t":
+        j -= 1
+    if j >= 2 and data[j - 2] == 0x3A and data[j - 1] == 0x3A:
+        j -= 2
+        while j > 0 and data[j - 1] in b" \t":
+            j -= 1
+    return j == 0 or data[j - 1] in _STMT_BEFORE
+
+
+def _line_comment_at(line: bytes) -> int:
+    """Where a ``//`` comment starts in ``line`` (outside string and character literals), or -1."""
+    at = line.find(b"//")
+    if at < 0:
+        return -1
+    if b'"' not in line[:at] and b"'" not in line[:at]:
+        return at
+    quote = 0
+    i = 0
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if quote:
+            if c == 0x5C:
+                i += 1
+            elif c == quote:
+                quote = 0
+        elif c in b"\"'":
+            quote = c
+        elif c == 0x2F and i + 1 < n and line[i + 1] == 0x2F:
+            return i
+        i += 1
+    return -1
+
+
+def _prev_code(data: bytes, j: int) -> int:
+    """The end of the code before ``j`` (comments and blanks skipped); 0 at the start of the file, -1 when a
+    preprocessor line before ``j``'s own line comes first (a statement boundary)."""
+    # the common cases first: code before it on its line, or a plain line of code before its line
+    k = j
+    while k and data[k - 1] in b" \t":
+        k -= 1
+    if k and data[k - 1] not in b"\n/":
+        return k
+    if k and data[k - 1] == 0x0A:
+        ls = data.rfind(b"\n", 0, k - 1) + 1
+        line = data[ls : k - 1].rstrip()
+        if line and b"/" not in line and not line.lstrip().startswith(b"#"):
+            return ls + len(line)
+    own_line = data.rfind(b"\n", 0, j) + 1
+    while True:
+        while j > 0 and data[j - 1] in _DISCARD_WS:
+            j -= 1
+        if j == 0:
+            return 0
+        ls = data.rfind(b"\n", 0, j) + 1
+        line = data[ls:j]
+        if ls < own_line and line.lstrip().startswith(b"#"):
+            return -1
+        k = _line_comment_at(line)
+        if k >= 0:
+            j = ls + k
+            continue
+        if data[j - 2 : j] == b"*/":
+            opening = data.rfind(b"/*", 0, j - 2)
+            if opening >= 0:
+                j = opening
+                continue
+        return j
+
+
+_CALL_TOKENS = _Lazy(rb"[()\";']|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+
+
+def _call_end(data: bytes, end: int) -> int:
+    """After the name ending at ``end``: the offset just past its call's closing parenthesis, or -1."""
+    n = len(data)
+    i = end
+    while i < n and data[i] in _DISCARD_WS:
+        i += 1
+    if i >= n or data[i] != 0x28:
+        return -1
+    depth = 0
+    rx = _CALL_TOKENS()
+    while True:
+        m = rx.search(data, i)
+        if m is None:
+            return -1
+        c = data[m.start()]
+        i = m.end()
+        if c == 0x28:
+            depth += 1
+        elif c == 0x29:
+            depth -= 1
+            if depth == 0:
+                return i
+        elif c in b"\"'" and m.end() - m.start() == 1:
+            k = i
+            while k < n and data[k] != c and data[k] != 0x0A:
+                k += 2 if data[k] == 0x5C else 1
+            i = k + 1
+        elif c == 0x3B and depth == 1:
+            return -1  # a ';' in the arguments: not a plain call
+
+
+_SIMPLE_STATEMENT = _Lazy(rb"\s*\((?:[^()\"'/;]|\((?:[^()\"'/;]|\([^()\"'/;]*\))*\))*\)\s*;")
+
+
+def _discarded_call(data: bytes, start: int, end: int) -> bool:
+    """Whether the call of the name at ``data[start:end]`` is a statement of its own (its result discarded):
+    ``name(...);`` after ``;``, ``{``, ``}``, ``else``, ``do``, a label, the ``)`` of an if/for/while, a
+    preprocessor line or the start of the file (comments and a leading ``::`` aside)."""
+    if _SIMPLE_STATEMENT().match(data, end) is None:  # the common case in one match; else, the whole way
+        close = _call_end(data, end)
+        if close < 0:
+            return False
+        n = len(data)
+        k = close
+        while True:
+            while k < n and data[k] in _DISCARD_WS:
+                k += 1
+            if data[k : k + 2] == b"/*":
+                c = data.find(b"*/", k + 2)
+                if c < 0:
+                    return False
+                k = c + 2
+                continue
+            break
+        if k >= n or data[k] != 0x3B:
+            return False
+    j = _prev_code(data, start)
+    if j > 1 and data[j - 2 : j] == b"::":
+        return False  # ::name(...): "(void)" cannot go between "::" and the name (kept as is: it warns)
+    if j <= 0:
+        return True
+    c = data[j - 1]
+    if c in b";{}":
+        return True
+    if c == 0x3A:  # case x: / default: / label:, not a ?: or a ::
+        ls = data.rfind(b"\n", 0, j) + 1
+        return data[j - 2 : j - 1] != b":" and b"?" not in data[ls:j]
+    if c == 0x29:  # if (...) / for (...) / while (...), not a cast
+        depth = 0
+        i = j - 1
+        while i >= 0:
+            if data[i] == 0x29:
+                depth += 1
+            elif data[i] == 0x28:
+                depth -= 1
+                if depth == 0:
+                    break
+            i -= 1
+        w = i
+        while w > 0 and data[w - 1] in _DISCARD_WS:
+            w -= 1
+        ws = w
+        while ws > 0 and data[ws - 1] in _WORD_BYTES:
+            ws -= 1
+        return data[ws:w] in (b"if", b"for", b"while")
+    if c in _WORD_BYTES:
+        ws = j
+        while ws > 0 and data[ws - 1] in _WORD_BYTES:
+            ws -= 1
+        return data[ws:j] in (b"else", b"do")
+    return False
 
 
 def _is_declaration(data: bytes, start: int, end: int) -> bool:
@@ -908,6 +1305,6 @@ def convert_launches(
     for inc in includes:
         shift = sum(len(r) - (e - s) for s, e, r in edits if e <= inc.out_start)
         new_includes.append(
-            Include(inc.out_start + shift, inc.out_end + shift, inc.spelling, inc.angled, inc.in_offset)
+            Include(inc.out_start + shift, inc.out_end + shift, inc.spelling, inc.angled, inc.in_offset, inc.mapped)
         )
     return b"".join(parts), new_includes, failed

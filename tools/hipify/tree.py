@@ -6,11 +6,12 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
+from tools.hipify import insert
 from tools.hipify.cache import code_fingerprint, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
@@ -51,21 +52,59 @@ _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
 _HIP_VERSION_RE = rb"#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)"
 
 
-def detect_hip_version(env: dict[str, str] | None = None) -> tuple[int, int] | None:
-    """The HIP version of the ROCm found ($ROCM_PATH, $ROCM_HOME, /opt/rocm, /usr), or None."""
+_ROCM_DIR_VERSION = r"rocm-(\d+)\.(\d+)(?:\.(\d+))?\Z"
+_INFO_VERSION = rb"\s*(\d+)\.(\d+)"
+_SHARE_VERSION_RE = rb"^HIP_VERSION_(MAJOR|MINOR)=(\d+)"
+
+
+def rocm_roots(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> list[str]:
+    """Where a ROCm is looked for, in order: $ROCM_PATH, $ROCM_HOME, /opt/rocm, AMD's versioned /opt/rocm-X.Y.Z
+    (newest first), /usr (Debian's packages). (The build backend has its own, canonical list.)"""
     environ = os.environ if env is None else env
-    roots = [environ.get("ROCM_PATH", ""), environ.get("ROCM_HOME", ""), "/opt/rocm", "/usr"]
-    for root in roots:
-        if not root:
-            continue
-        header = Path(root) / "include" / "hip" / "hip_version.h"
-        try:
-            text = header.read_bytes()
-        except OSError:
-            continue
-        found = {k.decode(): int(v) for k, v in re.findall(_HIP_VERSION_RE, text)}
-        if "MAJOR" in found and "MINOR" in found:
-            return (found["MAJOR"], found["MINOR"])
+    roots = [environ.get("ROCM_PATH", ""), environ.get("ROCM_HOME", ""), f"{opt_dir}/rocm"]
+    try:
+        versioned = [(m, name) for name in os.listdir(opt_dir) if (m := re.match(_ROCM_DIR_VERSION, name))]
+    except OSError:
+        versioned = []
+    versioned.sort(key=lambda item: tuple(int(g or 0) for g in item[0].groups()), reverse=True)
+    roots += [f"{opt_dir}/{name}" for _m, name in versioned]
+    roots.append("/usr")
+    return [r for r in roots if r]
+
+
+def hip_version_of(root: str) -> tuple[int, int] | None:
+    """The HIP version of one ROCm root: include/hip/hip_version.h, else AMD's .info/version (the ROCm release,
+    whose major.minor is HIP's), else share/hip/version (Debian); None when none is readable."""
+    base = Path(root)
+    try:
+        text = (base / "include" / "hip" / "hip_version.h").read_bytes()
+    except OSError:
+        text = b""
+    found = {k.decode(): int(v) for k, v in re.findall(_HIP_VERSION_RE, text)}
+    if "MAJOR" in found and "MINOR" in found:
+        return (found["MAJOR"], found["MINOR"])
+    try:
+        m = re.match(_INFO_VERSION, (base / ".info" / "version").read_bytes())
+    except OSError:
+        m = None
+    if m is not None:
+        return (int(m.group(1)), int(m.group(2)))
+    try:
+        text = (base / "share" / "hip" / "version").read_bytes()
+    except OSError:
+        return None
+    found = {k.decode(): int(v) for k, v in re.findall(_SHARE_VERSION_RE, text, re.M)}
+    if "MAJOR" in found and "MINOR" in found:
+        return (found["MAJOR"], found["MINOR"])
+    return None
+
+
+def detect_hip_version(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> tuple[int, int] | None:
+    """The HIP version of the first ROCm found (``rocm_roots``), or None."""
+    for root in rocm_roots(env, opt_dir):
+        version = hip_version_of(root)
+        if version is not None:
+            return version
     return None
 
 
@@ -114,22 +153,95 @@ def _output_rel(rel: str, changed: bool, naming: str) -> str:
 
 
 # -- per-file work (runs in worker processes too) --------------------------------------------------------
+# (overrides, hip_version, comments, unmapped, launch, the project's constant lane masks)
+Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
+#: headers whose constant lane masks count for every file (tools/hipify/masks.py)
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp"})
+
+
 @lru_cache(maxsize=4)
-def _translator(
-    overrides: str | None, hip_version: tuple[int, int] | None, comments: bool, unmapped: bool, launch: bool
+def _translator(  # noqa: PLR0917
+    overrides: str | None,
+    hip_version: tuple[int, int] | None,
+    comments: bool,
+    unmapped: bool,
+    launch: bool,
+    project_masks: tuple[tuple[str, str, int, int, bool], ...] = (),
 ) -> Translator:
     db = load_database(Path(overrides) if overrides else None)
-    return Translator(db, hip_version, translate_comments_and_strings=comments, report_unmapped=unmapped, launch=launch)
+    return Translator(
+        db,
+        hip_version,
+        translate_comments_and_strings=comments,
+        report_unmapped=unmapped,
+        launch=launch,
+        project_masks=project_masks,
+    )
+
+
+def project_masks(paths: Iterable[str], wanted: frozenset[bytes]) -> tuple[tuple[str, str, int, int, bool], ...]:
+    """The integer constants named ``wanted`` that the headers among ``paths`` define (``masks.header_masks``)."""
+    from tools.hipify.masks import header_masks, merge_header_masks  # noqa: PLC0415
+
+    tables = []
+    for path in paths:
+        if os.path.splitext(path)[1].lower() not in HEADER_SUFFIXES:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue  # reported when translated
+        tables.append(header_masks(data, wanted))
+    return merge_header_masks(tables)
+
+
+def _project_mask_pass(
+    paths: Sequence[str], procs: list[_Processed], key: Key, lint: bool
+) -> tuple[list[_Processed], set[str]]:
+    """A lane mask named in a file but defined in a project header (``#define FULL_MASK 0xffffffff`` in a
+    common header): the files that name masks they do not define are translated again, with the constants the
+    headers among ``paths`` define under those names. Returns the results and the paths translated again (each
+    run does this again for them: a header's edit changes their translation)."""
+    wanted = frozenset(n.encode("latin-1") for p in procs for n in p.unresolved)
+    if not wanted:
+        return procs, set()
+    table = project_masks(paths, wanted)
+    found = {name for name, *_ in table}
+    redo = [(p.path, True) for p in procs if p.mode == "translate" and found.intersection(p.unresolved)]
+    if not redo:
+        return procs, set()
+    again = {r.path: r for r in _process_batch(redo, (*key[:5], table), lint)}
+    for p in procs:
+        r = again.get(p.path)
+        if r is not None:
+            r.unresolved = p.unresolved  # what it depends on, for the next run
+    return [again.get(p.path, p) for p in procs], set(again)
 
 
 # (line, column, name, kind, reason, suggestion, blocking, rule)
 _FindingTuple = tuple[int, int, str, str, str, str, bool, str]
-# (out_start, out_end, spelling, angled)
-_IncludeTuple = tuple[int, int, str, bool]
+# (out_start, out_end, spelling, angled, mapped: the output has the database's header there)
+_IncludeTuple = tuple[int, int, str, bool, bool]
 
 
 class _Processed:
-    __slots__ = ("changed", "data", "defines", "error", "evicted", "findings", "includes", "mode", "path", "sha")
+    __slots__ = (
+        "changed",
+        "data",
+        "defines",
+        "error",
+        "evicted",
+        "facts",
+        "findings",
+        "includes",
+        "insert_at",
+        "insert_line",
+        "mode",
+        "path",
+        "sha",
+        "unresolved",
+    )
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -142,6 +254,10 @@ class _Processed:
         self.includes: list[_IncludeTuple] = []
         self.defines: list[str] = []
         self.error = ""
+        self.facts = 0  # what the file uses and includes (tools/hipify/insert.py)
+        self.insert_at = 0  # where lines added by the tree pass go, in the translated bytes
+        self.insert_line = 1  # the line there
+        self.unresolved: list[str] = []  # lane-mask names the file does not define (see _project_mask_pass)
 
     def record(self) -> dict[str, object]:
         """What the next run needs to reuse this result (see _from_cache)."""
@@ -152,12 +268,18 @@ class _Processed:
             "findings": [list(f) for f in self.findings],
             "includes": [list(i) for i in self.includes],
             "defines": self.defines,
+            "facts": [self.facts, self.insert_at, self.insert_line],
+            "unresolved": self.unresolved,
         }
 
+    def locate_insertion(self) -> None:
+        """Where added lines would go in ``data`` (the translated bytes)."""
+        data = self.data or b""
+        self.insert_at = insert.insertion_point(data)
+        self.insert_line = data.count(b"\n", 0, self.insert_at) + 1
 
-def _process(
-    path: str, translate: bool, key: tuple[str | None, tuple[int, int] | None, bool, bool, bool], lint: bool
-) -> _Processed:
+
+def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res = _Processed(path)
     try:
         with open(path, "rb") as fh:
@@ -174,6 +296,10 @@ def _process(
     tr = _translator(*key)
     fr = tr.translate(data)
     raw: list[RawFinding] = list(fr.findings)
+    if b"hipify:" in data and any(f.kind == "hazard" for f in raw):  # "// hipify: ignore(rule)" on the line
+        from tools.hipify.lint import silenced  # noqa: PLC0415 - rare
+
+        raw = [f for f in raw if f.kind != "hazard" or not silenced(data, f.offset, f.rule)]
     if lint:
         from tools.hipify.lint import lint_bytes  # noqa: PLC0415 - lazy: lint is optional
 
@@ -182,8 +308,13 @@ def _process(
     res.findings = [(*pos[f.offset], f.name, f.kind, f.reason, f.suggestion, f.blocking, f.rule) for f in raw]
     res.data = fr.data
     res.changed = fr.changed
-    res.includes = [(i.out_start, i.out_end, i.spelling, i.angled) for i in fr.includes]
+    res.includes = [(i.out_start, i.out_end, i.spelling, i.angled, i.mapped) for i in fr.includes]
     res.defines = fr.defines
+    res.facts = fr.facts
+    if not fr.facts & insert.HAS_RUNTIME and os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES:
+        res.facts |= insert.uses(data, fr.comment_spans)  # (only these files can need the runtime include)
+    res.unresolved = fr.unresolved
+    res.locate_insertion()
     return res
 
 
@@ -195,7 +326,7 @@ RETAIN_BYTES = 32 * 1024 * 1024
 
 def _process_batch(
     items: list[tuple[str, bool]],
-    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    key: Key,
     lint: bool,
     budget: int | None = None,
 ) -> list[_Processed]:
@@ -266,8 +397,8 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
 
 
 def _options_key(
-    options: HipifyOptions, hip_version: tuple[int, int] | None
-) -> tuple[str | None, tuple[int, int] | None, bool, bool, bool]:
+    options: HipifyOptions, hip_version: tuple[int, int] | None, masks: tuple[tuple[str, str, int, int, bool], ...] = ()
+) -> Key:
     overrides = str(_abs(options.mapping_overrides)) if options.mapping_overrides else None
     return (
         overrides,
@@ -275,12 +406,13 @@ def _options_key(
         options.translate_comments_and_strings,
         options.report_unmapped,
         options.launch_style == "hipLaunchKernelGGL",
+        masks,
     )
 
 
 def _run_all(
     items: list[tuple[str, bool]],
-    key: tuple[str | None, tuple[int, int] | None, bool, bool, bool],
+    key: Key,
     lint: bool,
     jobs: int | None,
     total_bytes: int,
@@ -464,6 +596,10 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
     fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget)}
     procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
+    procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
+    if redone:
+        todo += [(path, True) for path in redone if path not in fresh]
+        fresh.update({p.path: p for p in procs if p.path in redone})
     if ext is not None:
         for res in fresh.values():
             _apply_external(res, ext)
@@ -505,7 +641,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         own_dir = str(s.path.parent)
         bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
         bases += [(r, False) for r in root_strs]
-        for idx, (_a, _b, spelling, angled) in enumerate(p.includes):
+        for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
             for base, local in ([] if angled else [(own_dir, True)]) + bases:
                 found = by_key.get(join(base, spelling))
                 if found is not None and found[1].mode != "error":
@@ -513,6 +649,11 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                     break
         if links:
             resolved[str(s.path)] = links
+
+    tr = _translator(*key)
+    additions = _additions(srcs, procs, resolved, tr.target.sync_define)
+    for src_key in additions:
+        changed[src_key] = True
 
     def new_spelling(includer: _Source, target: _Source, local: bool) -> str:
         # Relative to the includer's output directory, or to the output root for a source-root base.
@@ -528,7 +669,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 continue
             includer, proc = by_key[src_key]
             for idx, target, local in links:
-                if new_spelling(includer, target, local) != proc.includes[idx][2]:
+                if proc.includes[idx][4] or new_spelling(includer, target, local) != proc.includes[idx][2]:
                     changed[src_key] = True
                     moved = True
                     break
@@ -591,10 +732,16 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             claimed[dst] = s.path
             edits: list[tuple[int, int, str]] = []
             for idx, target, local in resolved.get(str(s.path), ()):
-                start, end, spelling, _angled = p.includes[idx]
+                start, end, spelling, _angled, mapped = p.includes[idx]
                 new = new_spelling(s, target, local)
-                if new != spelling:
+                if new != spelling or mapped:
                     edits.append((start, end, new))
+            added = additions.get(str(s.path))
+            if added is not None:
+                define, header = added
+                text = insert.render(define, header, bool(p.facts & insert.CRLF))
+                edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
+                findings += _addition_findings(s.path, p.insert_line, define, header, tr.hip_version)
             edits.sort(reverse=True)
             outputs[s.path] = dst
             if p.mode == "copy":
@@ -676,13 +823,127 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         hip_version=hip_version,
         database={
             "source": db.source,
+            "source_version": db.source_version,
             "source_commit": db.source_commit,
             "fingerprint": db.fingerprint,
             "entries": str(len(db)),
         },
         engine=opts.engine,
         seconds=time.perf_counter() - started,
+        target=tr.target.describe(),
     )
+
+
+def _additions(
+    srcs: Sequence[_Source],
+    procs: Sequence[_Processed],
+    resolved: dict[str, list[tuple[int, _Source, bool]]],
+    sync_define: str | None,
+) -> dict[str, tuple[str | None, bytes | None]]:
+    """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
+    include), by source path; files that need neither are absent.
+
+    - The runtime: a file with device code that does not include hip/hip_runtime.h itself, nor through a project
+      header it includes (transitively, a header that gets the include counts), gets ``<hip/hip_runtime.h>``, as
+      nvcc's implicit include gave it; a file with only runtime API names, ``<hip/hip_runtime_api.h>`` (unless it
+      has either).
+    - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
+      that does (transitively), and does not define the macro itself: the macro must come before the first
+      HIP header of the translation unit, and a header's own definition may come too late."""
+    facts = {str(s.path): p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
+    links = {k: [str(t.path) for _i, t, _l in v] for k, v in resolved.items()}
+    out: dict[str, tuple[str | None, bytes | None]] = {}
+
+    def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
+        """Whether ``start`` or a header it includes (transitively) has ``bit`` (or ``extra``'s flag)."""
+        seen = {start}
+        todo = [start]
+        while todo:
+            k = todo.pop()
+            if facts.get(k, 0) & bit or (extra is not None and extra.get(k, False)):
+                return True
+            for nxt in links.get(k, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    # the runtime: decided for included headers before their includers (a header that gets the include
+    # provides it); a cycle is broken by the order of the walk
+    gets: dict[str, bytes | None] = {}
+    visiting: set[str] = set()
+
+    def runtime_for(k: str) -> bytes | None:
+        if k in gets:
+            return gets[k]
+        if k in visiting:
+            return None
+        visiting.add(k)
+        for nxt in links.get(k, ()):
+            runtime_for(nxt)
+        f = facts.get(k, 0)
+        provided = {n: h == insert.RUNTIME_HEADER for n, h in gets.items() if h is not None}
+        has_runtime = closure(k, insert.HAS_RUNTIME, provided)
+        header: bytes | None = None
+        if f & insert.USES_DEVICE and not has_runtime:
+            header = insert.RUNTIME_HEADER
+        elif f & insert.USES_API and not has_runtime:
+            api = {n: True for n, h in gets.items() if h is not None}
+            if not closure(k, insert.HAS_RUNTIME_API | insert.HAS_RUNTIME, api):
+                header = insert.RUNTIME_API_HEADER
+        gets[k] = header
+        visiting.discard(k)
+        return header
+
+    for k, f in facts.items():
+        header = runtime_for(k)
+        define = None
+        if sync_define is not None and not f & insert.DEFINES_SYNC and closure(k, insert.USES_SYNC):
+            define = sync_define
+        if header is not None or define is not None:
+            out[k] = (define, header)
+    return out
+
+
+def _addition_findings(
+    path: Path, line: int, define: str | None, header: bytes | None, hip_version: tuple[int, ...] | None
+) -> list[Finding]:
+    target = ".".join(map(str, hip_version)) if hip_version else "(newest)"
+    found = []
+    if define is not None:
+        found.append(
+            Finding(
+                path,
+                line,
+                1,
+                define,
+                kind="note",
+                reason=f"#define {define} added before the HIP headers: HIP {target} declares the warp *_sync "
+                "builtins and __activemask only with it (amd_warp_sync_functions.h); this file or a header it "
+                "includes uses them",
+                suggestion="none needed; or build with -D" + define,
+                blocking=False,
+                rule="warp-sync-define",
+            )
+        )
+    if header is not None:
+        name = header.decode("ascii")
+        why = "device code" if header == insert.RUNTIME_HEADER else "HIP runtime API names"
+        found.append(
+            Finding(
+                path,
+                line,
+                1,
+                name,
+                kind="note",
+                reason=f"#include <{name}> added: the file uses {why} without including it (nvcc includes the "
+                "CUDA runtime implicitly; HIP-Clang does not)",
+                suggestion="none needed; or include it in the CUDA source",
+                blocking=False,
+                rule="runtime-include",
+            )
+        )
+    return found
 
 
 def _relative(target: str, base: str) -> str:
@@ -708,9 +969,10 @@ def _apply_external(res: _Processed, ext: Callable[[str, bytes], bytes]) -> None
     res.data = ext(res.path, original)
     res.changed = res.data != original
     res.includes = [
-        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<")
+        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<", False)
         for m in re.finditer(_INCLUDE_LINE, res.data, re.M)
     ]
+    res.locate_insertion()
 
 
 def _from_cache(path: str, entry: object) -> _Processed | None:
@@ -734,8 +996,10 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
             (int(f[0]), int(f[1]), str(f[2]), str(f[3]), str(f[4]), str(f[5]), bool(f[6]), str(f[7]))
             for f in entry["findings"]
         ]
-        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3])) for i in entry["includes"]]
+        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3]), bool(i[4])) for i in entry["includes"]]
         res.defines = [str(d) for d in entry["defines"]]
+        res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
+        res.unresolved = [str(n) for n in entry["unresolved"]]
     except (KeyError, TypeError, ValueError, IndexError):
         return None
     return res

@@ -5,11 +5,19 @@ Usage::
     python -m tools update-mappings HIPIFY_DIR [-o OUT.tsv] [--commit SHA] [--check]
     python -m tools update-mappings --git-dir /path/to/HIPIFY/.git [--rev HEAD] ...
 
-``HIPIFY_DIR`` is a checkout of https://github.com/ROCm/HIPIFY (or just its ``docs/tables`` directory).
-Only data is read: the Markdown tables ``docs/tables/*_supported_by_HIP.md`` give names, HIP names and
-versions; when the checkout also has ``src/``, the include map (``src/CUDA2HIP.cpp``) and the kind of
-each data-type name (``CONV_TYPE``/``CONV_NUMERIC_LITERAL``/``CONV_DEFINE`` in ``src/*_types.cpp``) are
-read from it as text. Nothing is downloaded.
+``HIPIFY_DIR`` is a checkout of https://github.com/ROCm/HIPIFY (or a source release of it, or just its tables
+directory). Only data is read: the Markdown tables ``*_supported_by_HIP.md`` (``docs/tables/`` up to ROCm 6.x,
+``docs/reference/tables/`` from ROCm 7.0; hipify-clang writes the same files with ``--md``) give names, HIP names
+and versions. The include map and the kind of each data-type name come from ``src/`` when the directory has it
+(``src/CUDA2HIP.cpp``'s ``CUDA_INCLUDE_MAP``; ``CONV_TYPE``/``CONV_NUMERIC_LITERAL``/``CONV_DEFINE`` in
+``src/*_types.cpp``), else from the hipify-perl script generated from the same tables (``bin/hipify-perl``, or
+``hipify-perl`` at the top; hipify-clang writes it with ``--perl``), read as text. The HIPIFY version is
+``--source-version``, else the newest ``## HIPIFY for ROCm X.Y.Z`` heading of ``CHANGELOG.md``; it is recorded in
+the generated header (``#!source_version``). Nothing is downloaded.
+
+A release whose source tarball cannot be fetched can still be read from its hipify-clang binary:
+``ci/hipify-tables.sh`` runs ``hipify-clang --md`` and ``--perl`` in the ROCm 7.2 root into a directory of this
+shape (see docs/hipify.md).
 """
 
 from __future__ import annotations
@@ -39,7 +47,16 @@ TABLES: dict[str, str] = {
     "CUFFT_API_supported_by_HIP.md": "fft",
     "CUB_API_supported_by_HIP.md": "cub",
     "CUDNN_API_supported_by_HIP.md": "dnn",
+    "CUTENSOR_API_supported_by_HIP.md": "tensor",
 }
+
+#: where the tables are, newest layout first (HIPIFY moved them to docs/reference/tables in ROCm 7.0)
+TABLE_DIRS = ("docs/reference/tables/", "docs/tables/", "")
+#: where a hipify-perl script is looked for when there is no src/
+PERL_SCRIPTS = ("bin/hipify-perl", "hipify-perl")
+#: where hipify-clang's Python map (``--python``) is looked for when there is no src/: the kinds of all names,
+#: the unsupported ones included (hipify-perl has kinds only for the names it substitutes)
+PYTHON_MAPS = ("python/cuda_to_hip_mappings.py", "cuda_to_hip_mappings.py")
 
 API_LIBRARY = {
     "API_DRIVER": "driver",
@@ -54,7 +71,35 @@ API_LIBRARY = {
     "API_CUB": "cub",
     "API_RTC": "rtc",
     "API_CAFFE2": "caffe2",
+    "API_TENSOR": "tensor",
 }
+
+#: hipify-perl's substitution types -> kinds (other types are function groups: memory, stream, library, ...)
+PERL_KIND = {
+    "type": "type",
+    "numeric_literal": "enum",
+    "define": "define",
+    "device_type": "device_type",
+    "device_function": "device_function",
+    "include": "header",
+    "include_cuda_main_header": "header",
+    "include_cuda_main_header_v2": "header",
+}
+#: the library of a header from hipify-perl (which does not say): by the CUDA header's name
+_HEADER_LIBRARY = (
+    ("cublas", "blas"),
+    ("curand", "rand"),
+    ("cusparse", "sparse"),
+    ("cusolver", "solver"),
+    ("cufft", "fft"),
+    ("cudnn", "dnn"),
+    ("cutensor", "tensor"),
+    ("cub/", "cub"),
+    ("nvrtc", "rtc"),
+    ("cuComplex", "complex"),
+    ("caffe2/", "caffe2"),
+    ("cuda.h", "driver"),
+)
 
 CONV_KIND = {
     "CONV_TYPE": "type",
@@ -66,6 +111,10 @@ CONV_KIND = {
 
 _SRC_ENTRY = re.compile(r'\{\s*"([^"]+)"\s*,\s*\{\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(CONV_\w+)\s*,\s*(API_\w+)([^}]*)')
 _SECTION = re.compile(r"^#{2,}\s*(?:\*\*)?\s*(?:\d+\.\s*)?(.*?)\s*(?:\*\*)?\s*$")
+_PY_ENTRY = re.compile(r'^\s*\("([^"]+)",\s*\("[^"]*",\s*(CONV_\w+),\s*(API_\w+)', re.M)
+_PERL_SUB = re.compile(r"^sub (\w+) \{\n(.*?)^\}", re.M | re.S)
+_PERL_SUBST = re.compile(r'^\s*subst\("((?:[^"\\]|\\.)*)", "((?:[^"\\]|\\.)*)", "(\w+)"\);', re.M)
+_CHANGELOG_VERSION = re.compile(r"^#+\s*HIPIFY for ROCm\s+(\d+\.\d+(?:\.\d+)?)\s*$", re.M)
 
 
 class Source:
@@ -87,11 +136,21 @@ class Source:
         return proc.stdout.decode("utf-8", errors="replace")
 
     def tables_prefix(self) -> str:
-        if self.root is not None and (self.root / "docs" / "tables").is_dir():
-            return "docs/tables/"
-        if self.root is not None:
-            return ""
-        return "docs/tables/"
+        """The first of ``TABLE_DIRS`` that holds a table (the newest layout wins)."""
+        for prefix in TABLE_DIRS:
+            if any(self.exists(prefix + name) for name in TABLES):
+                return prefix
+        return TABLE_DIRS[-1] if self.root is not None else TABLE_DIRS[1]
+
+    def exists(self, rel: str) -> bool:
+        if self.git_dir is not None:
+            try:
+                self._git("cat-file", "-e", f"{self.rev}:{rel}")
+            except ToolError:
+                return False
+            return True
+        assert self.root is not None
+        return (self.root / rel).is_file()
 
     def read(self, rel: str) -> str | None:
         if self.git_dir is not None:
@@ -187,24 +246,27 @@ def _version(text: str) -> tuple[int, ...] | None:
     return parse_version(text)
 
 
-def build_entries(src: Source) -> tuple[list[Entry], list[str]]:
-    prefix = src.tables_prefix()
-    src_kinds: dict[str, str] = {}
-    for name in sorted(TABLES):  # kinds from src/*_types.cpp (optional)
-        stem = {
-            "runtime": "Runtime_API",
-            "driver": "Driver_API",
-            "device": "Device",
-            "rtc": "RTC_API",
-            "complex": "Complex_API",
-            "blas": "BLAS_API",
-            "rand": "RAND_API",
-            "sparse": "SPARSE_API",
-            "solver": "SOLVER_API",
-            "fft": "FFT_API",
-            "cub": "CUB_API",
-            "dnn": "DNN_API",
-        }[TABLES[name]]
+_SRC_STEMS = {
+    "runtime": "Runtime_API",
+    "driver": "Driver_API",
+    "device": "Device",
+    "rtc": "RTC_API",
+    "complex": "Complex_API",
+    "blas": "BLAS_API",
+    "rand": "RAND_API",
+    "sparse": "SPARSE_API",
+    "solver": "SOLVER_API",
+    "fft": "FFT_API",
+    "cub": "CUB_API",
+    "dnn": "DNN_API",
+    "tensor": "TENSOR_API",
+}
+
+
+def _src_kinds(src: Source) -> dict[str, str]:
+    """Kinds from ``src/CUDA2HIP_*_{types,functions}.cpp`` (empty when the directory has no ``src/``)."""
+    kinds: dict[str, str] = {}
+    for stem in sorted(set(_SRC_STEMS.values())):
         for suffix in ("types", "functions"):
             text = src.read(f"src/CUDA2HIP_{stem}_{suffix}.cpp")
             if not text:
@@ -214,7 +276,83 @@ def build_entries(src: Source) -> tuple[list[Entry], list[str]]:
                 if kind is None and suffix == "functions":
                     kind = "device_function" if stem == "Device" else "function"
                 if kind is not None:
-                    src_kinds.setdefault(m.group(1), kind)
+                    kinds.setdefault(m.group(1), kind)
+    return kinds
+
+
+def _perl_unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def read_perl(text: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """From a hipify-perl script: (kind of each CUDA name, [(CUDA header, HIP header)]).
+
+    Only the HIP substitutions are read (``simpleSubstitutions``, and ``experimentalSubstitutions`` for
+    kinds): the ROC and MIOpen ones translate to other libraries."""
+    kinds: dict[str, str] = {}
+    headers: list[tuple[str, str]] = []
+    for m in _PERL_SUB.finditer(text):
+        name, body = m.group(1), m.group(2)
+        if name not in ("simpleSubstitutions", "experimentalSubstitutions"):
+            continue
+        for cuda_text, hip_text, kind in _PERL_SUBST.findall(body):
+            cuda = _perl_unescape(cuda_text)
+            mapped = PERL_KIND.get(kind, "function")
+            if mapped == "header":
+                if name == "simpleSubstitutions":
+                    headers.append((cuda, _perl_unescape(hip_text)))
+                continue
+            kinds.setdefault(cuda, mapped)
+    return kinds, headers
+
+
+def read_python_map(text: str) -> dict[str, str]:
+    """The kind of each CUDA name in hipify-clang's Python map (its first table, CUDA_RENAMES_MAP)."""
+    body = text.split("CUDA_RENAMES_MAP", 1)[-1].split("\n])", 1)[0]
+    kinds: dict[str, str] = {}
+    for name, conv, _api in _PY_ENTRY.findall(body):
+        if conv.startswith("CONV_INCLUDE"):
+            continue
+        kinds.setdefault(name, CONV_KIND.get(conv, "function"))
+    return kinds
+
+
+def _header_library(cuda: str) -> str:
+    for prefix, library in _HEADER_LIBRARY:
+        if cuda.startswith(prefix):
+            return library
+    return "runtime"
+
+
+def _perl_script(src: Source) -> tuple[str, str] | None:
+    for rel in PERL_SCRIPTS:
+        text = src.read(rel)
+        if text and "sub simpleSubstitutions" in text:
+            return rel, text
+    return None
+
+
+def source_version(src: Source) -> str:
+    """The HIPIFY release: the newest ``## HIPIFY for ROCm X.Y.Z`` heading of CHANGELOG.md ("" when none)."""
+    text = src.read("CHANGELOG.md") or ""
+    found = [parse_version(v) for v in _CHANGELOG_VERSION.findall(text)]
+    return max((".".join(map(str, v)) for v in found if v), key=lambda v: tuple(map(int, v.split("."))), default="")
+
+
+def build_entries(src: Source) -> tuple[list[Entry], list[str]]:
+    prefix = src.tables_prefix()
+    src_kinds = _src_kinds(src)
+    perl = None if src_kinds else _perl_script(src)
+    perl_headers: list[tuple[str, str]] = []
+    kind_sources: list[str] = []
+    if perl is not None:
+        src_kinds, perl_headers = read_perl(perl[1])
+        for rel in PYTHON_MAPS:  # kinds of every name, the unsupported ones too: they win over hipify-perl's
+            text = src.read(rel)
+            if text and "CUDA_RENAMES_MAP" in text:
+                src_kinds = {**src_kinds, **read_python_map(text)}
+                kind_sources.append(f"{rel} (kinds)")
+                break
     entries: dict[str, Entry] = {}
     used: list[str] = []
     for fname, library in TABLES.items():
@@ -244,7 +382,10 @@ def build_entries(src: Source) -> tuple[list[Entry], list[str]]:
             if old is None or (not old.supported and entry.supported):
                 entries[row.cuda] = entry
     if not used:
-        raise ToolError("no HIPIFY tables found (expected docs/tables/*_supported_by_HIP.md)")
+        raise ToolError(
+            "no HIPIFY tables found (expected *_supported_by_HIP.md in docs/reference/tables, docs/tables or the "
+            "directory itself)"
+        )
     include_map = src.read("src/CUDA2HIP.cpp")
     if include_map:
         block = include_map.split("CUDA_INCLUDE_MAP", 1)[-1].split("\n};", 1)[0]
@@ -260,30 +401,47 @@ def build_entries(src: Source) -> tuple[list[Entry], list[str]]:
                 section="includes",
             )
         used.append("src/CUDA2HIP.cpp (CUDA_INCLUDE_MAP)")
+    elif perl is not None:
+        for cuda, hip in perl_headers:
+            entries[cuda] = Entry(
+                cuda_name=cuda,
+                hip_name=hip,
+                kind="header",
+                library=_header_library(cuda),
+                supported=True,
+                section="includes",
+            )
+        used.append(f"{perl[0]} (include map and kinds)")
+        used += kind_sources
     return list(entries.values()), used
 
 
 HEADER_COMMENT = (
     "GENERATED FILE - do not edit; regenerate with: python -m tools update-mappings <HIPIFY checkout>\n"
     "CUDA -> HIP mapping database for tools/hipify, derived from the API tables published by\n"
-    "ROCm/HIPIFY (https://github.com/ROCm/HIPIFY, MIT licence, docs/tables/*_supported_by_HIP.md) and\n"
-    "its include map. Project additions live in extra.tsv; users add overrides with --mappings FILE.\n"
+    "ROCm/HIPIFY (https://github.com/ROCm/HIPIFY, MIT licence, *_supported_by_HIP.md) and its include\n"
+    "map. Project additions live in extra.tsv; users add overrides with --mappings FILE.\n"
     "Columns: see tools/hipify/mapping.py and docs/hipify.md."
 )
 
 
-def generate(src: Source, out: Path, commit: str | None = None) -> int:
+def generate(
+    src: Source, out: Path, commit: str | None = None, version: str | None = None, origin: str | None = None
+) -> int:
     entries, used = build_entries(src)
     meta = {
         "format": "monarch-runtime hipify mapping db v1",
         "generated": "true",
         "source": "https://github.com/ROCm/HIPIFY",
+        "source_version": version if version is not None else source_version(src),
         "source_commit": commit if commit is not None else src.commit(),
         "source_date": src.commit_date(),
+        "source_origin": origin or "",
         "source_files": ", ".join(used),
         "entries": str(len(entries)),
     }
-    write_tsv(out, meta, entries, HEADER_COMMENT)
+    kept = {k: v for k, v in meta.items() if v or k in ("source_commit", "source_date")}
+    write_tsv(out, kept, entries, HEADER_COMMENT)
     return len(entries)
 
 
@@ -294,26 +452,31 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rev", default="HEAD", help="revision for --git-dir (default HEAD)")
     ap.add_argument("-o", "--output", type=Path, default=GENERATED_DB, help=f"default: {GENERATED_DB}")
     ap.add_argument("--commit", help="record this source commit (when the directory is not a git checkout)")
+    ap.add_argument("--source-version", metavar="X.Y.Z", help="record this HIPIFY version (default: from CHANGELOG.md)")
+    ap.add_argument("--origin", metavar="TEXT", help="record where the tables came from (e.g. a package)")
     ap.add_argument("--check", action="store_true", help="exit 1 if the output file would change")
     args = ap.parse_args(argv)
     if (args.hipify_dir is None) == (args.git_dir is None):
         raise ToolError("give exactly one of HIPIFY_DIR or --git-dir")
     if args.hipify_dir is not None and not args.hipify_dir.is_dir():
         raise ToolError(f"not a directory: {args.hipify_dir}")
+    if args.source_version is not None and not re.fullmatch(r"\d+\.\d+(?:\.\d+)?", args.source_version):
+        raise ToolError(f"--source-version {args.source_version!r}: expected X.Y or X.Y.Z, e.g. 7.2.4")
     src = Source(args.hipify_dir, args.git_dir, args.rev)
     if args.check:
         tmp = args.output.with_name(f".{args.output.name}.check")
         try:
-            generate(src, tmp, args.commit)
+            generate(src, tmp, args.commit, args.source_version, args.origin)
             same = args.output.is_file() and tmp.read_bytes() == args.output.read_bytes()
         finally:
             tmp.unlink(missing_ok=True)
         print(f"{args.output}: {'up to date' if same else 'STALE'}", file=sys.stderr)
         return 0 if same else 1
-    n = generate(src, args.output, args.commit)
+    n = generate(src, args.output, args.commit, args.source_version, args.origin)
     meta, _ = read_tsv(args.output)
     print(
-        f"wrote {n} entries to {args.output} (source commit {meta.get('source_commit') or 'unknown'})",
+        f"wrote {n} entries to {args.output} (HIPIFY {meta.get('source_version') or 'version unknown'}, "
+        f"source commit {meta.get('source_commit') or 'unknown'})",
         file=sys.stderr,
     )
     return 0

@@ -23,7 +23,7 @@ use scan::{
 };
 
 /// Bumped whenever the Python <-> Rust contract changes; tools/hipify refuses a module built for another.
-const INTERFACE: u32 = 2;
+const INTERFACE: u32 = 3;
 
 /// FxHash (rustc's): names are short and not attacker-chosen, and SipHash would be a third of the loop.
 #[derive(Default)]
@@ -45,6 +45,9 @@ enum Slot {
     Skip,
     /// a plain rename, no finding
     Rename(Vec<u8>),
+    /// a rename, unless the name may start a statement (`maybe_statement`): then ask Python, which decides
+    /// whether the call's result is discarded (and gets `(void)`)
+    Statement(Vec<u8>),
     /// ask Python at each occurrence (findings, context checks, downgrades)
     Decide,
 }
@@ -53,11 +56,15 @@ enum Slot {
 struct Scanner {
     /// two-byte prefixes every stop-worthy name starts with (`cu`, `__`, ...), indexed by the two bytes
     short: Vec<bool>,
-    /// other prefixes (whole names)
-    long: Vec<Vec<u8>>,
-    /// first bytes of any prefix, and of the long ones: most identifiers are rejected by one lookup
+    /// other prefixes (whole names), by their first two bytes: an identifier is compared with the few that
+    /// share its first two bytes (the database has ~100 whole names, most of them `fftw_*`/`FFTW_*`)
+    long: HashMap<u16, Vec<Vec<u8>>, BuildHasherDefault<Fx>>,
+    /// the first two bytes of the long prefixes, indexed by the two bytes
+    long_two: Vec<bool>,
+    /// one-byte prefixes (tools/hipify gives none; kept so any prefix list means what it says)
+    single: [bool; 256],
+    /// first bytes of any prefix: most identifiers are rejected by one lookup
     first: [bool; 256],
-    long_first: [bool; 256],
     launch: bool,
     literals: bool,
     slots: HashMap<Vec<u8>, Slot, BuildHasherDefault<Fx>>,
@@ -66,9 +73,19 @@ struct Scanner {
 impl Scanner {
     fn is_candidate(&self, name: &[u8]) -> bool {
         let b0 = name[0];
-        self.first[b0 as usize]
-            && ((name.len() >= 2 && self.short[usize::from(b0) << 8 | usize::from(name[1])])
-                || (self.long_first[b0 as usize] && self.long.iter().any(|p| name.starts_with(p))))
+        if !self.first[b0 as usize] {
+            return false;
+        }
+        if name.len() >= 2 {
+            let k = usize::from(b0) << 8 | usize::from(name[1]);
+            if self.short[k] {
+                return true;
+            }
+            if self.long_two[k] && self.long[&(k as u16)].iter().any(|p| name.starts_with(p)) {
+                return true;
+            }
+        }
+        self.single[b0 as usize]
     }
 
     /// Whether the reference scanner, visiting the run `data[s..e]` byte by byte, would match an
@@ -108,27 +125,33 @@ impl Scanner {
     #[new]
     fn new(prefixes: Vec<Vec<u8>>, launch: bool, literals: bool) -> PyResult<Self> {
         let mut short = vec![false; 1 << 16];
-        let mut long = Vec::new();
+        let mut long: HashMap<u16, Vec<Vec<u8>>, BuildHasherDefault<Fx>> = HashMap::default();
+        let mut long_two = vec![false; 1 << 16];
+        let mut single = [false; 256];
         let mut first = [false; 256];
-        let mut long_first = [false; 256];
         for p in prefixes {
             match p.len() {
                 0 => return Err(PyValueError::new_err("empty scanner prefix")),
+                1 => single[p[0] as usize] = true,
                 2 => short[usize::from(p[0]) << 8 | usize::from(p[1])] = true,
                 _ => {
-                    long_first[p[0] as usize] = true;
-                    long.push(p);
+                    let k = usize::from(p[0]) << 8 | usize::from(p[1]);
+                    long_two[k] = true;
+                    long.entry(k as u16).or_default().push(p);
                 }
             }
         }
         for (b, f) in first.iter_mut().enumerate() {
-            *f = long_first[b] || short[b << 8..(b + 1) << 8].iter().any(|&x| x);
+            *f = single[b]
+                || short[b << 8..(b + 1) << 8].iter().any(|&x| x)
+                || long_two[b << 8..(b + 1) << 8].iter().any(|&x| x);
         }
         Ok(Scanner {
             short,
             long,
+            long_two,
+            single,
             first,
-            long_first,
             launch,
             literals,
             slots: HashMap::default(),
@@ -136,11 +159,14 @@ impl Scanner {
     }
 
     /// Translate `data` (no BOM). Callbacks:
-    /// - `classify(name) -> None | bytes | True`: skip, plain rename, or ask `on_name` at each occurrence;
+    /// - `classify(name) -> None | bytes | (bytes,) | True`: skip, plain rename, rename unless the name may
+    ///   start a statement (`maybe_statement`), or ask `on_name` at each occurrence;
     /// - `on_name(start, end) -> None | (text, resume, skip)`: replace `data[start:resume]` with `text`;
     ///   `skip`: tokens before `resume` are consumed (a rewritten call's arguments);
     /// - `on_include(start, path_start, path_end, angled, out_path_start) -> None | (start, end, text)`;
-    /// - `on_text(start, end) -> None | bytes`: a comment or literal's new text (only with `literals`).
+    /// - `on_text(start, end) -> None | bytes`: a comment or literal's new text (only with `literals`);
+    /// - `on_statement(start, end) -> bool`: for a `(rename,)` name where `maybe_statement` holds, whether the
+    ///   call's result is discarded (then `(void)` goes before the rename).
     ///
     /// Returns (output or None when nothing changed, spans of comments and literals, launches as
     /// (output offset, input offset) of each `<<<`).
@@ -153,6 +179,7 @@ impl Scanner {
         on_name: &Bound<'py, PyAny>,
         on_include: &Bound<'py, PyAny>,
         on_text: &Bound<'py, PyAny>,
+        on_statement: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = data.len();
         let mut w = Walk {
@@ -194,6 +221,9 @@ impl Scanner {
                         Slot::Skip
                     } else if let Ok(b) = verdict.downcast::<PyBytes>() {
                         Slot::Rename(b.as_bytes().to_vec())
+                    } else if let Ok(t) = verdict.downcast::<PyTuple>() {
+                        let (b,): (Bound<'py, PyBytes>,) = t.extract()?;
+                        Slot::Statement(b.as_bytes().to_vec())
                     } else {
                         Slot::Decide
                     };
@@ -202,6 +232,15 @@ impl Scanner {
                 match &self.slots[name] {
                     Slot::Skip => {}
                     Slot::Rename(text) => w.replace(s, e, text),
+                    Slot::Statement(text) => {
+                        if maybe_statement(data, s) && on_statement.call1((s, e))?.is_truthy()? {
+                            let mut with_void = b"(void)".to_vec();
+                            with_void.extend_from_slice(text);
+                            w.replace(s, e, &with_void);
+                        } else {
+                            w.replace(s, e, text);
+                        }
+                    }
                     Slot::Decide => {
                         let r = on_name.call1((s, e))?;
                         if !r.is_none() {
@@ -363,6 +402,29 @@ impl Scanner {
         }
         Ok(())
     }
+}
+
+/// The cheap test made before asking whether the call at `start` is a statement of its own: the byte before
+/// it on its line (blanks and a leading `::` skipped) may end what precedes a statement. The same test as
+/// `_maybe_statement` in tools/hipify/translate.py.
+fn maybe_statement(data: &[u8], start: usize) -> bool {
+    let mut j = start;
+    while j > 0 && matches!(data[j - 1], b' ' | b'\t') {
+        j -= 1;
+    }
+    if j >= 2 && data[j - 2] == b':' && data[j - 1] == b':' {
+        j -= 2;
+        while j > 0 && matches!(data[j - 1], b' ' | b'\t') {
+            j -= 1;
+        }
+    }
+    if j == 0 {
+        return true;
+    }
+    let c = data[j - 1];
+    matches!(c, b'\n' | b'\r' | b';' | b'{' | b'}' | b')' | b':' | b'/')
+        || c.is_ascii_alphanumeric()
+        || c == b'_'
 }
 
 fn is_literal_prefix(p: &[u8]) -> bool {

@@ -10,7 +10,7 @@
 #pragma once
 #ifdef MONARCH_CUDA_COMPAT_HIP
 #include <hip/hip_runtime_api.h>
-/* types (97) */
+/* types (98) */
 #define CUevent_st ihipEvent_t
 #define CUgraphExec_st hipGraphExec
 #define CUgraphNode_st hipGraphNode
@@ -63,6 +63,7 @@
 #define cudaIpcEventHandle_t hipIpcEventHandle_t
 #define cudaIpcMemHandle_st hipIpcMemHandle_st
 #define cudaIpcMemHandle_t hipIpcMemHandle_t
+#define cudaJitOption hipJitOption
 #define cudaKernelNodeAttrID hipKernelNodeAttrID
 #define cudaKernelNodeAttrValue hipKernelNodeAttrValue
 #define cudaKernelNodeParams hipKernelNodeParams
@@ -431,8 +432,8 @@
 #define cudaDevAttrPageableMemoryAccessUsesHostPageTables hipDeviceAttributePageableMemoryAccessUsesHostPageTables
 #define cudaDevAttrPciBusId hipDeviceAttributePciBusId
 #define cudaDevAttrPciDeviceId hipDeviceAttributePciDeviceId
-#define cudaDevAttrPciDomainId hipDeviceAttributePciDomainID
 #define cudaDevAttrReserved94 hipDeviceAttributeCanUseStreamWaitValue
+#define cudaDevAttrReserved96 hipDeviceAttributeCooperativeMultiDeviceLaunch
 #define cudaDevAttrSingleToDoublePrecisionPerfRatio hipDeviceAttributeSingleToDoublePrecisionPerfRatio
 #define cudaDevAttrStreamPrioritiesSupported hipDeviceAttributeStreamPrioritiesSupported
 #define cudaDevAttrSurfaceAlignment hipDeviceAttributeSurfaceAlignment

@@ -47,13 +47,13 @@ pub const cudaErrorInvalidSymbol: cudaError_t = 13;
 pub const cudaErrorInvalidHostPointer: cudaError_t = 16;
 /// `hipErrorInvalidDevicePointer` on ROCm.
 pub const cudaErrorInvalidDevicePointer: cudaError_t = 17;
-/// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
+/// No HIP equivalent (hipErrorInvalidTexture is not in the HIP 5.2.21153 headers): not defined on ROCm.
 #[cfg(not(mr_platform = "rocm"))]
 pub const cudaErrorInvalidTexture: cudaError_t = 18;
 /// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
 #[cfg(not(mr_platform = "rocm"))]
 pub const cudaErrorInvalidTextureBinding: cudaError_t = 19;
-/// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
+/// No HIP equivalent (hipErrorInvalidChannelDescriptor is not in the HIP 5.2.21153 headers): not defined on ROCm.
 #[cfg(not(mr_platform = "rocm"))]
 pub const cudaErrorInvalidChannelDescriptor: cudaError_t = 20;
 /// `hipErrorInvalidMemcpyDirection` on ROCm.
@@ -197,7 +197,7 @@ pub const cudaErrorUnsupportedExecAffinity: cudaError_t = 224;
 /// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
 #[cfg(not(mr_platform = "rocm"))]
 pub const cudaErrorUnsupportedDevSideSync: cudaError_t = 225;
-/// No HIP equivalent (not in the mapping database): not defined on ROCm.
+/// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
 #[cfg(not(mr_platform = "rocm"))]
 pub const cudaErrorContained: cudaError_t = 226;
 /// No HIP equivalent (not in the mapping database): not defined on ROCm.
@@ -269,7 +269,7 @@ pub const cudaErrorInvalidPc: cudaError_t = 718;
 pub const cudaErrorLaunchFailure: cudaError_t = 719;
 /// `hipErrorCooperativeLaunchTooLarge` on ROCm.
 pub const cudaErrorCooperativeLaunchTooLarge: cudaError_t = 720;
-/// No HIP equivalent (not in the mapping database): not defined on ROCm.
+/// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
 #[cfg(not(mr_platform = "rocm"))]
 pub const cudaErrorTensorMemoryLeak: cudaError_t = 721;
 /// No HIP equivalent (HIPIFY marks it unsupported by HIP): not defined on ROCm.
@@ -380,9 +380,9 @@ pub(crate) static ERRORS: &[ErrorEntry] = &[
     ErrorEntry::mapped("cudaErrorInvalidSymbol\0", 13, "hipErrorInvalidSymbol", 13),
     ErrorEntry::unmapped("cudaErrorInvalidHostPointer\0", 16, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::mapped("cudaErrorInvalidDevicePointer\0", 17, "hipErrorInvalidDevicePointer", 17),
-    ErrorEntry::unmapped("cudaErrorInvalidTexture\0", 18, "HIPIFY marks it unsupported by HIP"),
+    ErrorEntry::unmapped("cudaErrorInvalidTexture\0", 18, "hipErrorInvalidTexture is not in the HIP 5.2.21153 headers"),
     ErrorEntry::unmapped("cudaErrorInvalidTextureBinding\0", 19, "HIPIFY marks it unsupported by HIP"),
-    ErrorEntry::unmapped("cudaErrorInvalidChannelDescriptor\0", 20, "HIPIFY marks it unsupported by HIP"),
+    ErrorEntry::unmapped("cudaErrorInvalidChannelDescriptor\0", 20, "hipErrorInvalidChannelDescriptor is not in the HIP 5.2.21153 headers"),
     ErrorEntry::mapped("cudaErrorInvalidMemcpyDirection\0", 21, "hipErrorInvalidMemcpyDirection", 21),
     ErrorEntry::unmapped("cudaErrorAddressOfConstant\0", 22, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::unmapped("cudaErrorTextureFetchFailed\0", 23, "HIPIFY marks it unsupported by HIP"),
@@ -438,7 +438,7 @@ pub(crate) static ERRORS: &[ErrorEntry] = &[
     ErrorEntry::unmapped("cudaErrorJitCompilationDisabled\0", 223, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::unmapped("cudaErrorUnsupportedExecAffinity\0", 224, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::unmapped("cudaErrorUnsupportedDevSideSync\0", 225, "HIPIFY marks it unsupported by HIP"),
-    ErrorEntry::unmapped("cudaErrorContained\0", 226, "not in the mapping database"),
+    ErrorEntry::unmapped("cudaErrorContained\0", 226, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::unmapped("cudaErrorInsufficientLoaderVersion\0", 227, "not in the mapping database"),
     ErrorEntry::mapped("cudaErrorInvalidSource\0", 300, "hipErrorInvalidSource", 300),
     ErrorEntry::mapped("cudaErrorFileNotFound\0", 301, "hipErrorFileNotFound", 301),
@@ -469,7 +469,7 @@ pub(crate) static ERRORS: &[ErrorEntry] = &[
     ErrorEntry::unmapped("cudaErrorInvalidPc\0", 718, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::mapped("cudaErrorLaunchFailure\0", 719, "hipErrorLaunchFailure", 719),
     ErrorEntry::mapped("cudaErrorCooperativeLaunchTooLarge\0", 720, "hipErrorCooperativeLaunchTooLarge", 720),
-    ErrorEntry::unmapped("cudaErrorTensorMemoryLeak\0", 721, "not in the mapping database"),
+    ErrorEntry::unmapped("cudaErrorTensorMemoryLeak\0", 721, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::unmapped("cudaErrorNotPermitted\0", 800, "HIPIFY marks it unsupported by HIP"),
     ErrorEntry::mapped("cudaErrorNotSupported\0", 801, "hipErrorNotSupported", 801),
     ErrorEntry::unmapped("cudaErrorSystemNotReady\0", 802, "HIPIFY marks it unsupported by HIP"),

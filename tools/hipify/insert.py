@@ -1,0 +1,181 @@
+"""Lines the translation adds at the top of a file: ``#include <hip/hip_runtime.h>`` (nvcc includes
+``cuda_runtime.h`` in every ``.cu`` file by itself; HIP-Clang does not), and the macro HIP 6.2-6.x needs to declare
+the warp ``*_sync`` builtins. What a file uses is found here (``uses``, ``defines_and_lines``; the translator
+records what it includes); whether a file needs the lines is decided by the tree pass, which sees the project
+headers each file includes (tools/hipify/tree.py).
+
+Both are placed at one point (``insertion_point``): after a UTF-8 byte-order mark, blank lines, comments,
+``#pragma once``, an include guard (``#ifndef X`` + ``#define X`` as the first two directives) and leading
+``#define``/``#undef`` lines; before the first ``#include``, any other directive, or code. So the macro comes before
+any HIP header of the file, the include before the file's own includes, and a second run adds nothing (the file
+then includes the runtime and defines the macro itself).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+
+# facts (bits), found by the translator
+USES_SYNC = 1  # the warp *_sync builtins or __activemask
+USES_DEVICE = 2  # device code: built-in variables, execution-space keywords, device builtins, <<<
+USES_API = 4  # runtime/driver API names
+HAS_RUNTIME = 8  # includes hip/hip_runtime.h (after translation)
+HAS_RUNTIME_API = 16  # includes hip/hip_runtime_api.h (after translation)
+DEFINES_SYNC = 32  # #defines the warp-sync macro itself
+CRLF = 64  # its lines end with CRLF
+
+#: the files nvcc compiles with cuda_runtime.h included implicitly: .cu, and the headers (which .cu files include);
+#: a .c/.cpp/.cc file is compiled by the host compiler in a CUDA build and includes what it uses itself
+IMPLICIT_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp"})
+
+RUNTIME_HEADER = b"hip/hip_runtime.h"
+RUNTIME_API_HEADER = b"hip/hip_runtime_api.h"
+
+# Device code: device builtins (threadIdx, __syncthreads, atomics, shuffles) can only be used in functions marked
+# __device__ or __global__, so those keywords and <<< launches find the files that need hip_runtime.h (the keywords
+# come with HIP-Clang's own wrapper, but a file with them is device code, which nvcc compiled with the runtime
+# included). Runtime API names: cudaMalloc, cudaStream_t, hipMalloc (the driver API is declared by cuda.h, which
+# nvcc does not include implicitly: a file using it includes it). Few needles: each is a full bytes.find.
+_DEVICE = (b"__global__", b"__device__", b"<<<")
+_API = (b"cuda", b"hip")  # followed by an upper-case letter
+_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
+_SYNC_DEFINE = r"^[ \t]*#[ \t]*define[ \t]+{}\b"
+
+
+def _first(
+    data: bytes, needle: bytes, starts: list[int], spans: list[tuple[int, int]], follow: frozenset[int] | None
+) -> int:
+    """The first occurrence of ``needle`` as a whole word (or followed by a byte of ``follow``) outside the
+    comments and literals ``spans`` (their ``starts``), or -1. Each search is ``bytes.find``'s (C speed)."""
+    find = data.find
+    n = len(needle)
+    size = len(data)
+    i = find(needle)
+    while i >= 0:
+        k = bisect_right(starts, i) - 1
+        if k >= 0 and i < spans[k][1]:
+            i = find(needle, spans[k][1])  # in a comment or literal: go on after it
+            continue
+        end = i + n
+        before_ok = needle[0] == 0x3C or i == 0 or data[i - 1] not in _IDC
+        if follow is None:
+            after_ok = needle[0] == 0x3C or end >= size or data[end] not in _IDC
+        else:
+            after_ok = end < size and data[end] in follow
+        if before_ok and after_ok:
+            return i
+        i = find(needle, i + 1)
+    return -1
+
+
+def uses(data: bytes, spans: list[tuple[int, int]]) -> int:
+    """``USES_DEVICE`` or ``USES_API`` (or 0): what the input ``data`` uses, outside its comments and literals
+    (``spans``, sorted). The tree pass asks only for the files nvcc gave the runtime implicitly (see
+    ``IMPLICIT_SUFFIXES``) that do not include it themselves."""
+    starts = [a for a, _ in spans]
+    if any(_first(data, needle, starts, spans, None) >= 0 for needle in _DEVICE):
+        return USES_DEVICE  # device code needs all of the runtime: the API names do not matter then
+    if any(_first(data, needle, starts, spans, _UPPER) >= 0 for needle in _API):
+        return USES_API
+    return 0
+
+
+def defines_and_lines(data: bytes, sync_macro: str | None) -> int:
+    """``DEFINES_SYNC`` (the file defines the warp-sync macro itself) and ``CRLF`` (its lines end so)."""
+    out = 0
+    if sync_macro and sync_macro.encode() in data and re.search(_SYNC_DEFINE.format(sync_macro).encode(), data, re.M):
+        out |= DEFINES_SYNC
+    nl = data.find(b"\n")
+    if nl > 0 and data[nl - 1] == 0x0D:
+        out |= CRLF
+    return out
+
+
+# (compiled where used, through re's cache: start-up time)
+_DIRECTIVE = rb"[ \t]*#[ \t]*(\w*)[ \t]*(\S*)"
+_GUARD_IF = rb"[ \t]*#[ \t]*if[ \t]*![ \t]*defined[ \t]*\(?[ \t]*(\w+)"
+
+
+def _logical_end(data: bytes, i: int) -> int:
+    """The end (the newline's offset, or len) of the line at ``i``, continued lines (backslash-newline) included."""
+    n = len(data)
+    while True:
+        end = data.find(b"\n", i)
+        if end < 0:
+            return n
+        if not data[i:end].rstrip(b"\r").endswith(b"\\"):
+            return end
+        i = end + 1
+
+
+def insertion_point(data: bytes) -> int:
+    """Where the added lines go (see the module doc): the start of a line."""
+    i = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    n = len(data)
+    guard: bytes | None = None  # the macro of a first #ifndef, until the #define that makes it an include guard
+    guard_at = -1  # where that #ifndef is: the place to insert when it is not a guard after all
+    directives = 0  # directives seen, #pragma once aside (an include guard is the first two)
+    while i < n:
+        line_end = _logical_end(data, i)
+        line = data[i:line_end]
+        stripped = line.strip()
+        if not stripped or stripped.startswith(b"//"):
+            i = line_end + 1
+            continue
+        if stripped.startswith(b"/*"):
+            close = data.find(b"*/", i + line.find(b"/*") + 2)
+            if close < 0:
+                return guard_at if guard_at >= 0 else n
+            rest_end = _logical_end(data, close)
+            rest = data[close + 2 : rest_end].strip()
+            if rest.startswith(b"/*"):
+                i = close + 2 + data[close + 2 :].find(b"/*")  # another comment: go on from it
+                continue
+            if rest and not rest.startswith(b"//"):
+                return guard_at if guard_at >= 0 else i  # code after the comment on its line
+            i = rest_end + 1
+            continue
+        m = re.match(_DIRECTIVE, line)
+        if m is None:
+            return guard_at if guard_at >= 0 else i  # code
+        name, arg = m.group(1), m.group(2)
+        if name == b"pragma" and arg == b"once":
+            i = line_end + 1
+            continue
+        directives += 1
+        if directives == 1 and name in (b"ifndef", b"if"):
+            found = arg if name == b"ifndef" else None
+            if found is None:
+                g = re.match(_GUARD_IF, line)
+                found = g.group(1) if g is not None else None
+            if found:
+                guard, guard_at = found, i
+                i = line_end + 1
+                continue
+        if guard_at >= 0:
+            if directives == 2 and name == b"define" and arg == guard:
+                guard_at = -1  # an include guard: the lines go inside it
+                i = line_end + 1
+                continue
+            return guard_at
+        if name not in (b"define", b"undef"):
+            return i  # an #include, a conditional, or another directive
+        i = line_end + 1
+    return guard_at if guard_at >= 0 else min(i, n)
+
+
+def render(define: str | None, runtime: bytes | None, crlf: bool) -> bytes:
+    """The lines to insert: the macro (guarded), then ``#include <runtime>``."""
+    eol = "\r\n" if crlf else "\n"
+    lines: list[str] = []
+    if define:
+        lines += [
+            f"#ifndef {define}  // [hipify] HIP 6.2-6.x declare the warp *_sync builtins only with it",
+            f"#define {define}",
+            "#endif",
+        ]
+    if runtime:
+        lines.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
+    return "".join(line + eol for line in lines).encode("ascii")

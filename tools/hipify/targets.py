@@ -1,0 +1,110 @@
+"""What the target HIP version changes in a translation: the rules of ``data/targets.tsv`` (data, not code).
+
+``load_target(version)`` picks the rows that apply to one target (``None``: the newest HIP, i.e. every row with no
+upper bound) and gives them as a ``Target``:
+
+- ``headers``: CUDA header -> (the HIP path the target installs, or "" when it has none; the lowest HIP version
+  that has one, for the finding's text);
+- ``mask64``: the full-wavefront mask when the ``*_sync`` builtins take 64-bit masks only (else ``None``);
+- ``sync_define``: the macro without which the target does not declare the ``*_sync`` builtins (else ``None``);
+- ``nodiscard``: the type whose discarded results warn (``hipError_t``), ``None`` when not;
+  ``nodiscard_exempt``: HIP functions that do not return it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.errors import ToolError
+from tools.hipify.mapping import Version, parse_version
+
+TARGETS_DB = Path(__file__).resolve().parent / "data" / "targets.tsv"
+RULES = ("header", "warp-sync-mask", "warp-sync-define", "nodiscard", "nodiscard-exempt")
+_COLUMNS = ("rule", "key", "hip_from", "hip_before", "value", "source")
+
+
+class Target:
+    """The target-dependent rules for one HIP version (plain class: cheap to import)."""
+
+    __slots__ = ("headers", "mask64", "nodiscard", "nodiscard_exempt", "sync_define", "version")
+
+    def __init__(self, version: Version | None) -> None:
+        self.version = version
+        self.headers: dict[str, tuple[str, Version | None]] = {}
+        self.mask64: str | None = None
+        self.sync_define: str | None = None
+        self.nodiscard: str | None = None
+        self.nodiscard_exempt: frozenset[str] = frozenset()
+
+    def describe(self) -> dict[str, object]:
+        """For the report: what this target changes (see docs/hipify.md, "Targets")."""
+        if self.mask64 is None:
+            warp = "mask-less forms (HIP < 6.2: downgrades.tsv)"
+        elif self.sync_define is not None:
+            warp = f"64-bit masks; {self.sync_define} defined by the translation"
+        else:
+            warp = "64-bit masks"
+        return {
+            "warp_sync": warp,
+            "full_mask": self.mask64 or "",
+            "sync_define": self.sync_define or "",
+            "nodiscard": self.nodiscard or "",
+        }
+
+
+def _applies(version: Version | None, start: Version | None, before: Version | None) -> bool:
+    if version is None:  # the newest HIP: rows without an upper bound
+        return before is None
+    v = version[:2]
+    return (start is None or start[:2] <= v) and (before is None or v < before[:2])
+
+
+def read_rows(path: Path = TARGETS_DB) -> list[tuple[str, str, Version | None, Version | None, str]]:
+    """The rows of the targets file: (rule, key, hip_from, hip_before, value). A bad row is a ToolError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ToolError(f"cannot read {path}: {err.strerror or err}") from None
+    rows: list[tuple[str, str, Version | None, Version | None, str]] = []
+    header_seen = False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cells = line.split("\t")
+        if not header_seen:
+            if tuple(cells) != _COLUMNS:
+                raise ToolError(f"{path}:{lineno}: the header row must be {' '.join(_COLUMNS)}")
+            header_seen = True
+            continue
+        if len(cells) != len(_COLUMNS) or cells[0] not in RULES or not cells[1]:
+            raise ToolError(
+                f"{path}:{lineno}: bad row {line!r} (want {len(_COLUMNS)} tab-separated cells, rule one of "
+                f"{', '.join(RULES)}, a key)"
+            )
+        rows.append((cells[0], cells[1], parse_version(cells[2]), parse_version(cells[3]), cells[4]))
+    return rows
+
+
+def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
+    target = Target(version)
+    lowest: dict[str, Version] = {}  # header -> the lowest version that has a HIP path
+    exempt: set[str] = set()
+    for rule, key, start, before, value in read_rows(path):
+        if rule == "header" and value and start is not None:
+            if key not in lowest or start < lowest[key]:
+                lowest[key] = start
+        if not _applies(version, start, before):
+            continue
+        if rule == "header":
+            target.headers[key] = (value, None)
+        elif rule == "warp-sync-mask":
+            target.mask64 = value
+        elif rule == "warp-sync-define":
+            target.sync_define = key
+        elif rule == "nodiscard":
+            target.nodiscard = key
+        else:
+            exempt.add(key)
+    target.headers = {key: (value, lowest.get(key)) for key, (value, _) in target.headers.items()}
+    target.nodiscard_exempt = frozenset(exempt)
+    return target
