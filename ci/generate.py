@@ -29,7 +29,11 @@ def q(value: str) -> str:
 
 
 def job_id(row: Row) -> str:
-    return "row-" + row.name.replace(".", "_")
+    return job_id_for(row.name)
+
+
+def job_id_for(row_name: str) -> str:
+    return "row-" + row_name.replace(".", "_")
 
 
 def _uses(matrix: Matrix, key: str) -> str:
