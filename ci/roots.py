@@ -55,7 +55,7 @@ def how_to_make(tc: Toolchain, tc_dir: Path, row: Row) -> str:
     hint = (
         f"make the ROCm {tc.root_version} root with `{setup_command(row)}` (it runs "
         f"`bash ci/rocm-root.sh make {tc.root_version} {root}`: debootstrap of Debian sid, then apt, 1-3 minutes "
-        "and about 1-1.5 GB; as root)"
+        "and up to 1.6 GB; as root)"
     )
     if proc.which("debootstrap") is None and shutil.which("debootstrap", path="/usr/sbin:/sbin") is None:
         hint += "; debootstrap is not installed: apt-get install debootstrap debian-archive-keyring"
@@ -65,8 +65,9 @@ def how_to_make(tc: Toolchain, tc_dir: Path, row: Row) -> str:
 def host_blockers(row: Row, tc: Toolchain, tc_dir: Path, *, for_build: bool) -> list[str]:
     """Why this machine cannot enter the row's root (one reason per item; empty when it can).
 
-    for_build adds what only the build needs (the host's Rust, mounted into the root); the probe and
-    command checks of the matrix are made by ci/toolchains.check, this adds the root-specific ones."""
+    For a build (for_build), ci/toolchains.check has already checked the toolchain's `commands` and
+    `probe` (the root's stamp), so only root privileges are added; for testing an existing wheel, the
+    programs that enter a root and the stamp are checked here too (the host's Rust is not needed)."""
     reasons: list[str] = []
     if not is_superuser():
         reasons.append(
