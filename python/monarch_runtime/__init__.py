@@ -17,8 +17,25 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from monarch_runtime import _native
-from monarch_runtime._native import (
+from monarch_runtime import _hip_runtime
+
+
+def _needed_hip_runtime() -> str | None:
+    """The HIP runtime soname a ROCm build links (build_info.json), None on other builds."""
+    try:
+        text = resources.files(__name__).joinpath("build_info.json").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    value = json.loads(text).get("hip_runtime")
+    return value if isinstance(value, str) else None
+
+
+# Before the extension loads: bind it to the HIP runtime a ROCm torch in this environment would use, so the
+# process never maps two (see _hip_runtime.py). Set once, at import.
+_HIP_PRELOADED = _hip_runtime.preload(_needed) if (_needed := _needed_hip_runtime()) else None
+
+from monarch_runtime import _native  # noqa: E402 - after the HIP runtime choice, on purpose
+from monarch_runtime._native import (  # noqa: E402
     PLATFORM,
     ChecksumMismatch,
     CollectiveError,
@@ -35,9 +52,9 @@ from monarch_runtime._native import (
     kernels,
     launch_kernel,
 )
-from monarch_runtime._native import checksum as _checksum
-from monarch_runtime._native import checksum_reference as _checksum_reference
-from monarch_runtime._native import collective_info as _collective_info
+from monarch_runtime._native import checksum as _checksum  # noqa: E402
+from monarch_runtime._native import checksum_reference as _checksum_reference  # noqa: E402
+from monarch_runtime._native import collective_info as _collective_info  # noqa: E402
 
 __all__ = [
     "DEFAULT_STAGING_BYTES",
@@ -82,6 +99,8 @@ def build_info() -> dict[str, Any]:
     library's run-time state: whether it loads here and its version (e.g. 23203 for NCCL 2.32.3)."""
     info = dict(_recorded())
     info["native_platform"] = PLATFORM
+    if info.get("platform") == "rocm":
+        info["hip_runtime_loaded"] = _hip_runtime.mapped()  # the file(s) this process maps: one
     collective = _collective_info()
     info["collective_loaded"] = collective["loaded"]
     info["collective_version"] = collective["version"]

@@ -56,6 +56,8 @@ IDENT = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 def _translator_52() -> Translator:
     """One translator for all examples (building one per example made this test take seconds)."""
     return Translator(load_database(), (5, 2))
+
+
 ARGS = st.lists(st.sampled_from([b"v", b"x + 1", b"(a, b)", b"f(c)", b" 16 ", b"cudaSuccess"]), min_size=1, max_size=3)
 
 

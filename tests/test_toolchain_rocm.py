@@ -1,0 +1,245 @@
+"""ROCm detection (build_backend/toolchain/rocm.py) on installation trees made here: AMD's layout and
+Debian's, versions from each file that can carry them, the defaults each HIP version gets, and the errors
+when a piece is missing. The compilers are stand-in scripts that accept every target (or reject the ones
+listed in REJECT), so these tests need no ROCm; the real compilers are exercised by test_rocm_roots.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from build_backend.errors import BuildError
+from build_backend.settings import Settings
+from build_backend.toolchain import detect, rocm
+
+FAKE_CLANG = """#!/bin/sh
+# stand-in for a HIP clang++: rejects the --offload-arch values named in $REJECT
+for arg in "$@"; do
+  case "$arg" in --offload-arch=*) for r in $REJECT; do [ "${arg#--offload-arch=}" = "$r" ] && exit 1; done ;; esac
+done
+exit 0
+"""
+ALL_ARCHS = ("90a", "940", "942", "950")
+
+
+def fake_clang(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FAKE_CLANG)
+    path.chmod(0o755)
+    return path
+
+
+def bitcode(directory: Path, archs: tuple[str, ...] = ALL_ARCHS) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "ocml.bc").write_bytes(b"BC")
+    for arch in archs:
+        (directory / f"oclc_isa_version_{arch}.bc").write_bytes(b"BC")
+    return directory
+
+
+def hip_header(root: Path, major: int, minor: int) -> None:
+    (root / "include" / "hip").mkdir(parents=True, exist_ok=True)
+    (root / "include" / "hip" / "hip_version.h").write_text(
+        f"#define HIP_VERSION_MAJOR {major}\n#define HIP_VERSION_MINOR {minor}\n#define HIP_VERSION_PATCH 1\n"
+    )
+
+
+def rccl_header(root: Path, code: int = 22707) -> None:
+    (root / "include" / "rccl").mkdir(parents=True, exist_ok=True)
+    (root / "include" / "rccl" / "rccl.h").write_text(f"#define NCCL_VERSION_CODE {code}\n")
+
+
+def hip_lib(directory: Path, real: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / real).write_bytes(b"\x7fELF")
+    (directory / "libamdhip64.so").symlink_to(real)
+
+
+def amd_tree(base: Path, version: tuple[int, int] = (7, 2), *, resource_bitcode: bool = True) -> Path:
+    """/opt/rocm-X.Y.0 as AMD's packages lay it out."""
+    root = base / "opt" / f"rocm-{version[0]}.{version[1]}.0"
+    hip_header(root, *version)
+    (root / ".info").mkdir(parents=True)
+    (root / ".info" / "version").write_text(f"{version[0]}.{version[1]}.0-43\n")
+    fake_clang(root / "lib" / "llvm" / "bin" / "clang++")
+    if resource_bitcode:
+        bitcode(root / "lib" / "llvm" / "lib" / "clang" / "20" / "lib" / "amdgcn" / "bitcode")
+    else:
+        bitcode(root / "amdgcn" / "bitcode")
+    hip_lib(root / "lib", f"libamdhip64.so.{version[0]}.{version[1]}.60000")
+    rccl_header(root)
+    return root
+
+
+def debian_tree(base: Path, version: tuple[int, int] = (6, 4), llvm: int = 21) -> Path:
+    """/usr as Debian's hipcc, libamdhip64-dev and rocm-device-libs-N lay it out (sid/experimental)."""
+    root = base / "usr"
+    hip_header(root, *version)
+    fake_clang(root / "lib" / f"llvm-{llvm}" / "bin" / "clang++")
+    bitcode(root / "lib" / f"llvm-{llvm}" / "lib" / "clang" / str(llvm) / "amdgcn" / "bitcode")
+    hip_lib(root / "lib" / "x86_64-linux-gnu", f"libamdhip64.so.{version[0]}.{version[1]}.43484")
+    rccl_header(root, 21304)
+    return root
+
+
+def env_for(root: Path, **extra: str) -> dict[str, str]:
+    return {"ROCM_HOME": str(root), "PATH": "/nonexistent", "REJECT": "", **extra}
+
+
+def run_detect(env: dict[str, str], archs: tuple[str, ...] = ()) -> rocm.Toolchain:
+    old = dict(os.environ)
+    os.environ.update({"REJECT": env.get("REJECT", "")})  # the stand-in compiler reads it from its environment
+    try:
+        return detect(Settings(platform="rocm", archs=archs, sources={"archs": "-C archs"}), env)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_amd_layout_with_bitcode_in_the_clang_resource_directory(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    tc = run_detect(env_for(root))
+    assert tc.version == (7, 2) and tc.layout == "amd"
+    assert tc.compiler == root / "lib" / "llvm" / "bin" / "clang++"
+    assert tc.device_lib_dir == root / "lib" / "llvm" / "lib" / "clang" / "20" / "lib" / "amdgcn" / "bitcode"
+    assert tc.archs == ("gfx90a", "gfx942", "gfx950") and tc.code_object_version == 6
+    assert tc.runtime_soname == "libamdhip64.so.7" and tc.lib_dir == root / "lib"
+    assert tc.collective_header_version == 22707 and tc.local_label == "rocm7.2"
+
+
+def test_amd_layout_with_bitcode_under_amdgcn_and_version_from_info(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path, (6, 2), resource_bitcode=False)
+    (root / "include" / "hip" / "hip_version.h").unlink()  # only .info/version says which ROCm it is
+    tc = run_detect(env_for(root))
+    assert tc.version == (6, 2) and tc.device_lib_dir == root / "amdgcn" / "bitcode"
+    assert tc.archs == ("gfx90a", "gfx942", "gfx950") and tc.code_object_version == 5  # 6.x: gfx950 optional
+
+
+def test_rocm_path_and_the_opt_rocm_link(tmp_path: Path) -> None:
+    real = amd_tree(tmp_path)
+    (tmp_path / "opt" / "rocm").symlink_to(real.name)
+    tc = run_detect({"ROCM_PATH": str(tmp_path / "opt" / "rocm"), "PATH": "/nonexistent"})
+    assert tc.root == tmp_path / "opt" / "rocm" and tc.version == (7, 2)
+
+
+def test_rocm_home_wins_over_rocm_path(tmp_path: Path) -> None:
+    home, path = amd_tree(tmp_path / "a", (7, 2)), amd_tree(tmp_path / "b", (6, 4))
+    tc = run_detect({"ROCM_HOME": str(home), "ROCM_PATH": str(path), "PATH": "/nonexistent"})
+    assert tc.root == home
+
+
+def test_debian_layout_takes_the_llvm_whose_resource_dir_has_bitcode(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    fake_clang(root / "lib" / "llvm-23" / "bin" / "clang++")  # a newer clang without device libraries
+    tc = run_detect(env_for(root))
+    assert tc.compiler == root / "lib" / "llvm-22" / "bin" / "clang++" and tc.layout == "debian"
+    assert tc.lib_dir == root / "lib" / "x86_64-linux-gnu" and tc.runtime_soname == "libamdhip64.so.7"
+
+
+def test_version_from_debian_share_hip_version(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path)
+    (root / "include" / "hip" / "hip_version.h").unlink()
+    (root / "share" / "hip").mkdir(parents=True)
+    (root / "share" / "hip" / "version").write_text("HIP_VERSION_MAJOR=6\nHIP_VERSION_MINOR=4\nHIP_VERSION_PATCH=3\n")
+    assert rocm.hip_version(root) == (6, 4)
+
+
+def test_hip64_adds_gfx950_only_when_the_compiler_accepts_it(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (6, 4))
+    assert run_detect(env_for(root)).archs == ("gfx90a", "gfx942", "gfx950")
+    assert run_detect(env_for(root, REJECT="gfx950")).archs == ("gfx90a", "gfx942")
+
+
+def test_hip52_defaults_stay(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (5, 2), llvm=15)
+    tc = run_detect(env_for(root, REJECT="gfx942"))
+    assert tc.archs == ("gfx90a", "gfx940") and tc.code_object_version == 4
+
+
+def test_targets_cover_every_version_in_order() -> None:
+    assert [t.since for t in rocm.TARGETS] == sorted((t.since for t in rocm.TARGETS), reverse=True)
+    assert rocm.target_for((7, 2)).code_object == 6 and rocm.target_for((7, 0)).oldest_runtime == "7.0"
+    assert rocm.target_for((6, 4)).code_object == 5 and rocm.target_for((6, 0)).oldest_runtime == "6.0"
+    assert rocm.target_for((5, 7)).code_object == 4
+
+
+@pytest.mark.fault
+def test_a_default_arch_without_device_bitcode_is_an_error_naming_it(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    (root / "lib" / "llvm-22" / "lib" / "clang" / "22" / "amdgcn" / "bitcode" / "oclc_isa_version_950.bc").unlink()
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root))
+    assert "gfx950" in str(err.value) and "oclc_isa_version" in str(err.value) and "-C archs" in str(err.value)
+
+
+@pytest.mark.fault
+def test_a_requested_arch_the_compiler_rejects(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root, REJECT="gfx1200"), archs=("gfx942", "gfx1200"))
+    text = str(err.value)
+    assert "gfx1200" in text and "rejects it" in text and "from -C archs" in text and "gfx942" in text
+
+
+@pytest.mark.fault
+def test_no_compiler_names_every_place_probed(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    (root / "lib" / "llvm" / "bin" / "clang++").unlink()
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root))
+    text = str(err.value)
+    assert "no HIP-capable compiler" in text
+    for place in ("lib/llvm/bin/clang++", "llvm/bin/clang++", "amdgcn/bitcode", "HIP_CLANG_PATH"):
+        assert place in text, place
+
+
+@pytest.mark.fault
+def test_compiler_without_bitcode_is_passed_over_and_said(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    for item in sorted((root / "lib" / "llvm-22" / "lib" / "clang").rglob("*"), reverse=True):
+        item.unlink() if item.is_file() else item.rmdir()
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root))
+    assert "no device bitcode" in str(err.value) and "llvm-22/bin/clang++" in str(err.value)
+
+
+def test_hip_clang_path_is_taken_first(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    chosen = fake_clang(tmp_path / "custom" / "bin" / "clang++")
+    bitcode(tmp_path / "custom" / "lib" / "clang" / "22" / "amdgcn" / "bitcode")
+    tc = run_detect(env_for(root, HIP_CLANG_PATH=str(chosen.parent)))
+    assert tc.compiler == chosen and tc.layout == "HIP_CLANG_PATH"
+
+
+@pytest.mark.fault
+def test_missing_hip_runtime_library_names_the_directories(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    (root / "lib" / "libamdhip64.so").unlink()
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root))
+    assert "libamdhip64.so" in str(err.value) and str(root / "lib64") in str(err.value)
+
+
+@pytest.mark.fault
+def test_no_hip_version_anywhere_names_the_files(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    (root / "include" / "hip" / "hip_version.h").unlink()
+    (root / ".info" / "version").unlink()
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root))
+    for name in ("hip_version.h", ".info/version", "share/hip/version"):
+        assert name in str(err.value)
+
+
+def test_bitcode_has_arch_reads_processor_names(tmp_path: Path) -> None:
+    directory = bitcode(tmp_path / "bc", ("942",))
+    assert rocm.bitcode_has_arch(directory, "gfx942") and rocm.bitcode_has_arch(directory, "gfx942:xnack-")
+    assert not rocm.bitcode_has_arch(directory, "gfx950") and not rocm.bitcode_has_arch(directory, "sm_90")
+
+
+def test_host_glibc_reads_features_h(tmp_path: Path) -> None:
+    (tmp_path / "features.h").write_text("#define __GLIBC__ 2\n#define\t__GLIBC_MINOR__ 43\n")
+    assert rocm.host_glibc([tmp_path]) == (2, 43)
+    assert rocm.host_glibc([tmp_path / "missing"]) == (0, 0)
