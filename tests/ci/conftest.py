@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,32 +31,13 @@ def make_wheel(tmp_path: Path) -> WheelFactory:
 
 
 @pytest.fixture(scope="session")
-def rocm72_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The rocm7.2-x86_64 wheel, built ONCE per session inside the ROCm 7.2 root by
-    `python -m ci build rocm7.2-x86_64` (about a minute). Skips when the root is not made (fails under
-    MONARCH_TEST_REQUIRE_ROOTS=1, as in CI). Other suites that need a 7.2 wheel can share it."""
-    from _roots import require_root  # noqa: PLC0415 (tests/_roots.py: found through tests/conftest.py's path)
-
-    require_root("7.2")
-    base = tmp_path_factory.mktemp("rocm72")
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ci",
-            "build",
-            "rocm7.2-x86_64",
-            "--out",
-            str(base / "out"),
-            "--build-dir",
-            str(base / "build"),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000"},
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if res.returncode != 0:
-        pytest.fail(f"python -m ci build rocm7.2-x86_64 failed:\n{res.stdout[-3000:]}\n{res.stderr[-6000:]}")
-    return Path(res.stdout.strip().splitlines()[-1])
+def rocm72_wheel(root_builds: dict[str, Any]) -> Path:
+    """The rocm7.2-x86_64 wheel, shared with tests/test_rocm_roots.py: tests/conftest.py's ``root_builds``
+    builds it once per session inside the ROCm 7.2 root (pip wheel there, ROCM_HOME=/usr, the default archs
+    -- the row's). Skips when the roots are not made (fails under MONARCH_TEST_REQUIRE_ROOTS=1, as in CI).
+    `python -m ci build` for a root row itself is exercised by test_ci_roots.py (a stand-in for the root)."""
+    build = root_builds["7.2"]
+    if build.wheel is None:
+        pytest.fail(f"the ROCm 7.2 wheel did not build in its root:\n{build.log[-5000:]}")
+    wheel: Path = build.wheel
+    return wheel

@@ -3,8 +3,8 @@
 The wheels come from the session fixture ``built_wheels`` (tests/conftest.py): each flavour is built
 once per session and shared, so ``python -m ci run ROW --wheel W`` validates and tests it here without
 rebuilding. The build step itself is covered by test_build_plumbing with a stand-in interpreter. The
-root row rocm7.2-x86_64 builds for real, once per session, inside its root (``rocm72_wheel``,
-tests/ci/conftest.py: ``python -m ci build``), and is then validated here and tested in the root.
+root row rocm7.2-x86_64 runs on the 7.2 wheel the session builds once inside its root (``rocm72_wheel``,
+tests/ci/conftest.py, shared with tests/test_rocm_roots.py): validated here, tested in the root.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_build_plumbing(tmp_path: Path, make_wheel: WheelFactory) -> None:
 @pytest.mark.slow
 @x86_only
 def test_root_row_end_to_end(rocm72_wheel: Path) -> None:
-    """`python -m ci run rocm7.2-x86_64 --wheel W` on the wheel ci built in the root: validated here
+    """`python -m ci run rocm7.2-x86_64 --wheel W` on the wheel built in the root: validated here
     (auditwheel with the ROCm libraries external, the glibc ceiling), tested in the root's python."""
     res = subprocess.run(
         [sys.executable, "-m", "ci", "run", "rocm7.2-x86_64", "--wheel", str(rocm72_wheel)],
