@@ -79,7 +79,7 @@ def main() -> None:
         ctypes.CDLL(str(torch_copy))  # what torch's own libraries do when it is imported later
         result["mapped_after_torch"] = hip_runtimes_mapped()
         result["torch_imported"] = "torch" in sys.modules
-    print(json.dumps(result))
+    print("PROBE-RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

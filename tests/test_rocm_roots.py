@@ -225,8 +225,9 @@ def probe(version: str, venv: Path, *args: str, binds: tuple[Path, ...] = ()) ->
     script = ROOT / "tests" / "root_probe.py"
     proc = run_in_root(version, [str(venv / "bin" / "python"), str(script), *args], binds=[venv, script, *binds])
     assert proc.returncode == 0, f"the probe crashed in the ROCm {version} root:\n{proc.stdout}\n{proc.stderr}"
-    last = proc.stdout.strip().splitlines()[-1]  # RCCL may print its own lines first
-    return dict(json.loads(last))
+    # RCCL prints lines of its own to stdout, before and after (at exit): take ours.
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("PROBE-RESULT ")]
+    return dict(json.loads(line[len("PROBE-RESULT ") :]))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
