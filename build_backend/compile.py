@@ -20,6 +20,7 @@ from build_backend.toolchain import Toolchain
 CMAKE_PROJECT = Path(__file__).resolve().parent / "cmake"
 GLIBC_GUARD = CMAKE_PROJECT / "glibc_floor.h"  # see the header and toolchain/rocm.py
 MIN_CMAKE = (3, 28)
+MAX_WARNINGS_SHOWN = 20
 
 
 def _tool(module: str, name: str) -> Path:
@@ -130,6 +131,13 @@ def build_bridge(
             fix=fix,
         )
         rebuilt = sum(1 for line in out.splitlines() if re.match(r"\[\d+/\d+\] Building ", line))
+        # Compiler warnings would otherwise vanish with the captured output: show them (the bridge is
+        # expected to build warning-free on every supported toolkit; the ROCm root tests check it).
+        warnings = [line.strip() for line in out.splitlines() if re.search(r"\bwarning:", line)]
+        for line in warnings[:MAX_WARNINGS_SHOWN]:
+            log.info(f"compile: {line}")
+        if len(warnings) > MAX_WARNINGS_SHOWN:
+            log.info(f"compile: ... {len(warnings) - MAX_WARNINGS_SHOWN} more warnings")
         log.info(
             "compile: ninja: no work to do"
             if "no work to do" in out

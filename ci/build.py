@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tomllib
 
-from ci import proc, pythons, toolchains
+from ci import proc, pythons, roots, toolchains
 from ci.errors import CIError
 from ci.matrix import REPO_ROOT, Matrix, Row, default_toolchains_dir
 
@@ -79,24 +79,43 @@ def build(
     *,
     archs: Sequence[str] | None = None,
     python: str | None = None,
-    mode: str = "venv",
+    mode: str | None = None,
     build_dir: Path | None = None,
+    toolchains_dir: Path | None = None,
 ) -> Path:
-    """Build the row's wheel into outdir (which must not already hold a wheel); return its path."""
-    if mode not in MODES:
+    """Build the row's wheel into outdir (which must not already hold a wheel); return its path.
+
+    A root row (its toolchain is a ci/rocm-root.sh root) builds inside the root, with the root's
+    /opt/monarch/venv python and --no-build-isolation: --build-python and --build-mode pip do not apply."""
+    if mode is not None and mode not in MODES:
         raise CIError(f"unknown build mode {mode!r} (one of {', '.join(MODES)}).")
-    ready = toolchains.check(row, matrix)
+    tc_dir = toolchains_dir or default_toolchains_dir()
+    ready = toolchains.check(row, matrix, tc_dir)
     blocking = [m for m in ready.missing if not m.startswith("no python") or python is None]
     if blocking:
         raise CIError(f"row {row.name} cannot be built on this machine: {'; '.join(blocking)}.")
-    exe = python or pythons.find(matrix.build_python)
-    if exe is None:
-        raise CIError(f"no python{matrix.build_python} to build with; pass --build-python.")
+    if row.in_root and (python is not None or mode == "pip"):
+        given = "--build-python" if python is not None else "--build-mode pip"
+        raise CIError(
+            f"row {row.name} builds inside its ROCm root with the root's {roots.ROOT_BUILD_PYTHON} and "
+            f"--no-build-isolation; {given} does not apply to it (leave it out)."
+        )
     outdir.mkdir(parents=True, exist_ok=True)
     before = set(outdir.glob("*.whl"))
     if before:
         raise CIError(f"{outdir} already holds {', '.join(p.name for p in sorted(before))}: use an empty directory.")
-    env = toolchains.build_env(row, matrix)
+    chosen_archs = row.flavour.archs if archs is None else archs
+    if row.in_root:
+        bdir = (build_dir or roots.default_build_dir(row)).resolve()
+        out = outdir.resolve()
+        argv = build_argv(roots.ROOT_BUILD_PYTHON, row, out, chosen_archs, isolation=False, build_dir=bdir)
+        wheel = roots.build(row, matrix, argv, outdir=out, build_dir=bdir, tc_dir=tc_dir)
+        return repair(wheel, row.flavour.repair, outdir) if row.flavour.repair else wheel
+    mode = mode or "venv"
+    exe = python or pythons.find(matrix.build_python)
+    if exe is None:
+        raise CIError(f"no python{matrix.build_python} to build with; pass --build-python.")
+    env = toolchains.build_env(row, matrix, tc_dir)
     for key, value in sorted(env.items()):
         proc.log(f"env {key}={value}")
     if mode == "venv":
@@ -107,7 +126,7 @@ def build(
             exe,
             row,
             outdir,
-            row.flavour.archs if archs is None else archs,
+            chosen_archs,
             isolation=mode == "pip",
             build_dir=build_dir,
         ),

@@ -6,19 +6,21 @@ import argparse
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci import generate, proc, pythons, smoke, toolchains, validate
+from ci import generate, proc, pythons, roots, smoke, toolchains, validate
 from ci import matrix as matrix_mod
 from ci.build import MODES, build, repair
 from ci.errors import CIError
-from ci.matrix import Matrix, Row, host_arch
+from ci.matrix import Matrix, Row, default_toolchains_dir, host_arch
 
 DESCRIPTION = """\
 monarch-runtime's wheel matrix (ci/matrix.toml), runnable locally exactly as in GitHub Actions.
-A row is one flavour on one arch (e.g. cpu-x86_64, cuda13-x86_64, rocm5.2-x86_64); a bare flavour
-name means that flavour on this machine's arch."""
+A row is one flavour on one arch (e.g. cpu-x86_64, cuda13-x86_64, rocm7.2-x86_64); a bare flavour
+name means that flavour on this machine's arch. Root rows (rocm6.4, rocm7.2) build and test inside a
+Debian sid root made by ci/rocm-root.sh (as root: `python -m ci setup ROW` makes it)."""
 
 
 def _archs(value: str | None) -> list[str] | None:
@@ -43,6 +45,7 @@ def _one_wheel(wheel: Path | None, dist: Path | None) -> Path:
 def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
     rows: list[tuple[tuple[str, ...], toolchains.Readiness]] = []
     found = pythons.find_all(m.pythons)
+    tc_dir = default_toolchains_dir()
     for row in m.rows:
         ready = toolchains.check(row, m, found_pythons=found)
         if ready.can_build:
@@ -62,6 +65,19 @@ def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
         if not ready.can_build:
             for reason in ready.missing:
                 print(f"    - {reason}")
+        if ready.row.in_root:
+            tc = m.toolchains[ready.row.flavour.toolchain]
+            for reason in ready.test_blockers:
+                if not ready.can_build and reason not in ready.missing:
+                    print(f"    - to test a wheel: {reason}")
+            root = tc.root_dir(tc_dir)
+            made = "made" if (root / ".monarch-root").is_file() else "not made"
+            print(f"    root: {root} ({made}; ci/rocm-root.sh, ROCm {tc.root_version})")
+            print(
+                f"    test python: {tc.root_python}, the root's own python3 (the root's /opt/monarch/venv builds); "
+                "the python axis does not apply to a root row (the wheel is cp39-abi3 all the same)"
+            )
+            continue
         present = [py for py, exe in ready.pythons_found.items() if exe]
         absent = [py for py, exe in ready.pythons_found.items() if not exe]
         line = f"    test pythons: {', '.join(present) or 'none'} found"
@@ -74,7 +90,7 @@ def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
         print(f"excluded: {name}: {reason}")
     print(
         f"python axis: {', '.join(m.pythons)} (abi3: each row builds once with {m.build_python} "
-        "and test-imports on every python)"
+        "and test-imports on every python; root rows build and test with their root's python)"
     )
     print(
         f"this machine: {host_arch()}. HERE: yes = `run ROW` builds, validates and tests here; "
@@ -86,7 +102,10 @@ def cmd_list(m: Matrix, _args: argparse.Namespace) -> int:
 def _validate(wheel: Path, row: Row, m: Matrix, *, archs: Sequence[str] | None, do_smoke: bool, audit: bool) -> bool:
     exp = validate.Expected.for_row(row, m, archs)
     findings = validate.static_checks(wheel, exp, audit=audit)
-    if do_smoke:
+    if do_smoke and row.in_root:
+        # Its ROCm libraries need the root's glibc: the import is tried inside the root.
+        findings += roots.test(wheel, exp, row, m, default_toolchains_dir())
+    elif do_smoke:
         findings += smoke.smoke(wheel, exp, f"{sys.version_info[0]}.{sys.version_info[1]}", sys.executable)
     return validate.report(findings, f"validate {wheel.name} as {row.name}")
 
@@ -103,8 +122,16 @@ def _test(
     exp = validate.Expected.for_row(row, m, archs)
     chosen = list(versions) if versions else list(row.pythons)
     unknown = [v for v in chosen if v not in row.pythons]
+    if unknown and row.in_root:
+        raise CIError(
+            f"row {row.name} is tested with its root's own python ({', '.join(row.pythons)}), not "
+            f"{', '.join(unknown)}: a root row does not follow the python axis."
+        )
     if unknown:
         raise CIError(f"python {', '.join(unknown)} is not on row {row.name}'s python axis ({', '.join(row.pythons)}).")
+    if row.in_root:
+        findings = roots.test(wheel, exp, row, m, default_toolchains_dir())
+        return validate.report(findings, f"test {wheel.name} in the root on its python {', '.join(chosen)}")
     findings = smoke.smoke_many(wheel, exp, chosen, require_all)
     return validate.report(findings, f"test {wheel.name} on python {', '.join(chosen)}")
 
@@ -150,7 +177,17 @@ def cmd_run(m: Matrix, args: argparse.Namespace) -> int:
             )
     elif row.arch != host_arch():
         raise CIError(f"row {row.name} needs an {row.arch} machine to test its wheel (this one is {host_arch()}).")
+    elif row.in_root and not args.no_test:
+        ready = toolchains.check(row, m)
+        if not ready.can_test:
+            tc = m.toolchains[row.flavour.toolchain]
+            fix = roots.how_to_make(tc, default_toolchains_dir(), row)
+            raise CIError(
+                f"row {row.name}'s wheel is tested inside its ROCm root, which cannot be entered here: "
+                f"{'; '.join(ready.test_blockers)}. To fix: {fix}."
+            )
     tmp = None
+    started = time.monotonic()
     try:
         if args.wheel is not None:
             wheel = _one_wheel(args.wheel, None)
@@ -168,12 +205,20 @@ def cmd_run(m: Matrix, args: argparse.Namespace) -> int:
             wheel = build(
                 row, m, out, archs=archs, python=args.build_python, mode=args.build_mode, build_dir=args.build_dir
             )
+        timings = [("build", time.monotonic() - started)] if args.wheel is None else []
         proc.log(f"[{row.name}] validate")
-        ok = _validate(wheel, row, m, archs=archs, do_smoke=True, audit=True)
+        step = time.monotonic()
+        # A root row's import check is its test (inside the root): run once, by the test step.
+        smoke_here = not (row.in_root and not args.no_test)
+        ok = _validate(wheel, row, m, archs=archs, do_smoke=smoke_here, audit=True)
+        timings.append(("validate", time.monotonic() - step))
         if ok and not args.no_test:
-            proc.log(f"[{row.name}] test")
+            proc.log(f"[{row.name}] test" + (" (inside the root)" if row.in_root else ""))
+            step = time.monotonic()
             ok = _test(wheel, row, m, archs=archs, versions=args.python, require_all=args.require_all_pythons)
-        print(f"row {row.name}: {'PASSED' if ok else 'FAILED'} ({wheel.name})")
+            timings.append(("test", time.monotonic() - step))
+        spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings)
+        print(f"row {row.name}: {'PASSED' if ok else 'FAILED'} ({wheel.name}; {spent})")
         return 0 if ok else 1
     finally:
         if tmp is not None and not args.keep:
@@ -237,7 +282,7 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "--build-mode",
             choices=MODES,
-            default="venv",
+            default=None,
             help="venv: a cached venv of the build python with [build-system].requires (default, as in CI); "
             "pip: pip's build isolation; none: the interpreter as it is",
         )
@@ -291,7 +336,9 @@ def parser() -> argparse.ArgumentParser:
     archs_opt(sp)
     test_opts(sp)
 
-    sp = sub.add_parser("setup", help="install a row's toolchain and tools (CI containers)")
+    sp = sub.add_parser(
+        "setup", help="install a row's toolchain and tools (CI containers); a root row: make its root (as root)"
+    )
     sp.add_argument("row")
 
     sp = sub.add_parser("generate", help="write .github/workflows/wheels.yml from the matrix")

@@ -29,7 +29,11 @@ def q(value: str) -> str:
 
 
 def job_id(row: Row) -> str:
-    return "row-" + row.name.replace(".", "_")
+    return job_id_for(row.name)
+
+
+def job_id_for(row_name: str) -> str:
+    return "row-" + row_name.replace(".", "_")
 
 
 def _uses(matrix: Matrix, key: str) -> str:
@@ -45,18 +49,41 @@ def _block(text: str, indent: int) -> list[str]:
 def _row_job(row: Row, matrix: Matrix) -> list[str]:
     fl = row.flavour
     image = fl.image.get(row.arch)
-    if image is None:
+    if image is None and not row.in_root:
         raise CIError(f"{matrix.path}: [flavour.{fl.name}].image has no entry for arch {row.arch!r}.")
     cache_dir = f".ci-cache/{matrix.compiler_cache}"
     cache_var = "SCCACHE_DIR" if matrix.compiler_cache == "sccache" else "CCACHE_DIR"
     hash_args = ", ".join(f"'{p}'" for p in CACHE_INPUTS)
     key_prefix = f"{matrix.compiler_cache}-{row.name}-"
+    tc = matrix.toolchains[fl.toolchain]
+    if row.in_root:
+        # No container: the runner itself makes the root (ci/rocm-root.sh, as on a developer machine) and
+        # enters it; its python runs ci/ as root (the bootstrap's ci-python wrapper).
+        where = [f"    runs-on: {q(matrix.runners[row.arch])}"]
+        bootstrap = [
+            "      - name: Set up the driver Python",
+            f"        uses: {_uses(matrix, 'setup-python')}",
+            "        with:",
+            f"          python-version: {q(matrix.driver_python)}",
+            f"      - name: {q('Bootstrap the runner (' + fl.bootstrap + '): debootstrap, and ci/ run as root')}",
+        ]
+        setup_name = (
+            f"Make the ROCm {tc.root_version} root: ci/rocm-root.sh make {tc.root_version} (Debian sid, debootstrap)"
+        )
+        build_name = f"Build inside the root (its /opt/monarch/venv python {tc.root_python}, --no-build-isolation)"
+        validate_name = "Validate here (tag, auditwheel, glibc ceiling, RPATH, size, symbols, build_info)"
+        test_name = f"Test inside the root (a fresh venv of its python {tc.root_python}: import, build_info, devices)"
+    else:
+        where = [f"    runs-on: {q(matrix.runners[row.arch])}", "    container:", f"      image: {q(image or '')}"]
+        bootstrap = [f"      - name: {q('Bootstrap the container (' + fl.bootstrap + '): a Python for ci/')}"]
+        setup_name = "Install the toolchain: " + tc.description
+        build_name = "Build (pip wheel through the in-tree backend)"
+        validate_name = "Validate (tag, auditwheel, glibc ceiling, RPATH, size, symbols, build_info, import)"
+        test_name = "Test-import on python " + ", ".join(row.pythons)
     lines = [
         f"  {job_id(row)}:",
         f"    name: {q('wheel ' + row.name)}",
-        f"    runs-on: {q(matrix.runners[row.arch])}",
-        "    container:",
-        f"      image: {q(image)}",
+        *where,
         f"    timeout-minutes: {matrix.timeout_minutes}",
         "    permissions:",
         "      contents: read",
@@ -65,7 +92,7 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
         f"      {cache_var}: {q(cache_dir)}",
         "    steps:",
         *_checkout(matrix),
-        f"      - name: {q('Bootstrap the container (' + fl.bootstrap + '): a Python for ci/')}",
+        *bootstrap,
         "        run: |",
         *_block(matrix.bootstraps[fl.bootstrap], 10),
         "      - name: Restore the compiler cache",
@@ -75,13 +102,13 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
         f"          key: {q(key_prefix + '${{ hashFiles(' + hash_args + ') }}')}",
         "          restore-keys: |",
         f"            {key_prefix}",
-        f"      - name: {q('Install the toolchain: ' + matrix.toolchains[fl.toolchain].description)}",
+        f"      - name: {q(setup_name)}",
         '        run: ci-python -m ci setup "$CI_ROW"',
-        "      - name: Build (pip wheel through the in-tree backend)",
+        f"      - name: {q(build_name)}",
         f'        run: ci-python -m ci build "$CI_ROW" --out {DIST}',
-        "      - name: Validate (tag, auditwheel, RPATH, size, symbols, build_info, import)",
-        f'        run: ci-python -m ci validate --row "$CI_ROW" --dist {DIST}',
-        f"      - name: {q('Test-import on python ' + ', '.join(row.pythons))}",
+        f"      - name: {q(validate_name)}",
+        f'        run: ci-python -m ci validate --row "$CI_ROW" --dist {DIST}' + (" --no-smoke" if row.in_root else ""),
+        f"      - name: {q(test_name)}",
         f'        run: ci-python -m ci test "$CI_ROW" --dist {DIST} --require-all-pythons',
         "      - name: Upload the wheel",
         f"        uses: {_uses(matrix, 'upload-artifact')}",

@@ -22,7 +22,7 @@ CI_DIR = Path(__file__).resolve().parent
 REPO_ROOT = CI_DIR.parent
 DEFAULT_MATRIX = CI_DIR / "matrix.toml"
 SCHEMA = 1
-INSTALL_KINDS = ("none", "pypi", "apt")
+INSTALL_KINDS = ("none", "pypi", "apt", "root")
 PLATFORMS = ("cpu", "cuda", "rocm")
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -45,6 +45,24 @@ class Toolchain:
     env: Mapping[str, str]
     install: Mapping[str, Any]
 
+    @property
+    def is_root(self) -> bool:
+        """Built and tested inside a Debian root made by ci/rocm-root.sh (install.kind = "root")."""
+        return self.install.get("kind") == "root"
+
+    @property
+    def root_version(self) -> str:
+        return str(self.install.get("version", ""))
+
+    @property
+    def root_python(self) -> str:
+        """The MAJOR.MINOR of the root's own python3, which builds and tests a root row's wheel."""
+        return str(self.install.get("python", ""))
+
+    def root_dir(self, toolchains_dir: Path) -> Path:
+        """Where the root lives: {toolchains}/roots/rocm<version> (as ci/install-toolchains.sh makes it)."""
+        return toolchains_dir / "roots" / f"rocm{self.root_version}"
+
 
 @dataclass(frozen=True)
 class Flavour:
@@ -55,7 +73,7 @@ class Flavour:
     toolchain: str
     archs: tuple[str, ...]
     collective: str | None
-    image: Mapping[str, str]  # arch -> container image
+    image: Mapping[str, str]  # arch -> container image; empty for a root flavour (runs on the runner itself)
     bootstrap: str
     repair: tuple[str, ...]
     validate: tuple[str, ...]
@@ -63,6 +81,9 @@ class Flavour:
     needed: tuple[str, ...]
     external_libs: tuple[str, ...]
     undefined: tuple[str, ...]
+    glibc_max: tuple[int, int]  # the newest GLIBC_x.y symbol version (and manylinux_x_y tag) allowed
+    glibcxx_max: tuple[int, int, int]  # the newest GLIBCXX_3.4.z symbol version allowed
+    in_root: bool = False  # its toolchain is a ci/rocm-root.sh root: built, and tested, inside it
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,11 @@ class Row:
     @property
     def name(self) -> str:
         return f"{self.flavour.name}-{self.arch}"
+
+    @property
+    def in_root(self) -> bool:
+        """A root row: built with, and tested on, the root's own python (not the python axis)."""
+        return self.flavour.in_root
 
 
 @dataclass(frozen=True)
@@ -172,6 +198,47 @@ def _str_map(path: Path, data: Mapping[str, Any], key: str, where: str) -> dict[
     return dict(value)
 
 
+def _version(path: Path, data: Mapping[str, Any], key: str, where: str, *, parts: int, example: str) -> tuple[int, ...]:
+    value = data.get(key)
+    numbers = value.split(".") if isinstance(value, str) else []
+    if len(numbers) != parts or not all(n.isdigit() for n in numbers):
+        raise _err(path, where, f"{key!r} must be a version like {example!r}, not {value!r}")
+    return tuple(int(n) for n in numbers)
+
+
+def _root_install(
+    path: Path, install: Mapping[str, Any], probe: Sequence[str], env: Mapping[str, str], where: str
+) -> None:
+    """install = { kind = "root", version = "X.Y", python = "X.Y" }: a root made by ci/rocm-root.sh."""
+    _version(path, install, "version", f"{where}.install", parts=2, example="7.2")
+    version = str(install["version"])
+    _version(path, install, "python", f"{where}.install", parts=2, example="3.14")
+    stamp = f"{{toolchains}}/roots/rocm{version}/.monarch-root"
+    if stamp not in probe:
+        raise _err(
+            path,
+            where,
+            f"a root toolchain's probe must list the root's stamp {stamp!r} (ci/rocm-root.sh writes it last, "
+            "so it says the root is finished)",
+        )
+    inside = [k for k, v in env.items() if "{toolchains}" in v]
+    if inside:
+        raise _err(
+            path,
+            where,
+            f"env {', '.join(inside)} uses {{toolchains}}, but a root toolchain's env applies inside the root: "
+            'give paths as the root sees them (e.g. ROCM_HOME = "/usr")',
+        )
+
+
+def _pair(v: tuple[int, ...]) -> tuple[int, int]:
+    return (v[0], v[1])
+
+
+def _triple(v: tuple[int, ...]) -> tuple[int, int, int]:
+    return (v[0], v[1], v[2])
+
+
 def _images(path: Path, data: Mapping[str, Any], where: str, arches: Sequence[str]) -> dict[str, str]:
     value = data.get("image")
     if isinstance(value, str):
@@ -236,12 +303,16 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         install = tc.get("install", {"kind": "none"})
         if not isinstance(install, dict) or install.get("kind") not in INSTALL_KINDS:
             raise _err(path, where, f"install.kind must be one of {', '.join(INSTALL_KINDS)}")
+        probe = _strs(path, tc, "probe", where)
+        env = _str_map(path, tc, "env", where)
+        if install.get("kind") == "root":
+            _root_install(path, install, probe, env, where)
         toolchains[name] = Toolchain(
             name=name,
             description=_str(path, tc, "description", where),
             commands=_strs(path, tc, "commands", where),
-            probe=_strs(path, tc, "probe", where),
-            env=_str_map(path, tc, "env", where),
+            probe=probe,
+            env=env,
             install=install,
         )
 
@@ -259,9 +330,18 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         toolchain = _str(path, fl, "toolchain", where)
         if toolchain not in toolchains:
             raise _err(path, where, f"toolchain {toolchain!r} is not declared under [toolchain]")
+        in_root = toolchains[toolchain].is_root
         bootstrap = _str(path, fl, "bootstrap", where)
         if bootstrap not in bootstraps:
             raise _err(path, where, f"bootstrap {bootstrap!r} is not declared under [bootstrap]")
+        if in_root and "image" in fl:
+            raise _err(
+                path,
+                where,
+                f'toolchain {toolchain!r} is a root (install.kind = "root"): the row runs on the runner itself, '
+                "building and testing inside the root that ci/rocm-root.sh makes there, not in a container; "
+                "remove 'image'",
+            )
         archs = _strs(path, fl, "archs", where)
         if plat != "cpu" and not archs:
             raise _err(path, where, "a GPU flavour needs default archs")
@@ -277,7 +357,7 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
             toolchain=toolchain,
             archs=archs,
             collective=collective or None,
-            image=_images(path, fl, where, arches),
+            image={} if in_root else _images(path, fl, where, arches),
             bootstrap=bootstrap,
             repair=_strs(path, fl, "repair", where),
             validate=_strs(path, fl, "validate", where),
@@ -285,6 +365,9 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
             needed=_strs(path, fl, "needed", where),
             external_libs=_strs(path, fl, "external_libs", where),
             undefined=_strs(path, fl, "undefined", where),
+            glibc_max=_pair(_version(path, fl, "glibc_max", where, parts=2, example="2.34")),
+            glibcxx_max=_triple(_version(path, fl, "glibcxx_max", where, parts=3, example="3.4.29")),
+            in_root=in_root,
         )
     extra = set(flavour_tables) - set(flavour_names)
     if extra:
@@ -341,6 +424,13 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
             row_excl = [e for e in exclusions if "python" not in e.patterns and e.matches(row_values)]
             if row_excl:
                 excluded_rows.append((f"{fname}-{arch}", row_excl[0].reason))
+                continue
+            fl = flavours[fname]
+            if fl.in_root:
+                # The root's own python builds (its /opt/monarch/venv) and tests (a fresh venv) the wheel:
+                # the python axis applies to the rows built on the machine itself.
+                root_py = toolchains[fl.toolchain].root_python
+                rows.append(Row(flavour=fl, arch=arch, pythons=(root_py,), skipped_pythons=()))
                 continue
             kept: list[str] = []
             skipped: list[tuple[str, str]] = []

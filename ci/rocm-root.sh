@@ -80,10 +80,10 @@ copy_host_config() {
   done
 }
 
-recipe_stamp() {
+recipe_stamp() {  # what a root was made from: only what applies to it (a new library list leaves 7.2 alone)
   local version=$1 libs=$2 hipify=$3
   { echo "recipe $RECIPE_VERSION rocm $version libs $libs hipify-clang $hipify"; printf '%s\n' "${ROOT_TOOLS[@]}"
-    echo "$PINNED_72"; echo "$LIB_PACKAGES"; } | sha256sum | cut -d' ' -f1
+    [[ $version == 7.2 ]] && echo "$PINNED_72"; [[ $libs -eq 1 ]] && echo "$LIB_PACKAGES"; true; } | sha256sum | cut -d' ' -f1
 }
 
 cmd_make() {

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import proc, pythons
+from ci import proc, pythons, roots
 from ci.errors import CIError
 from ci.matrix import Matrix, Row, Toolchain, default_toolchains_dir, host_arch
 
@@ -25,6 +25,8 @@ class Readiness:
     row: Row
     missing: tuple[str, ...]
     pythons_found: Mapping[str, str | None]
+    # Why an existing wheel cannot be tested here (a root row: the root must be made and enterable).
+    test_blockers: tuple[str, ...] = ()
 
     @property
     def can_build(self) -> bool:
@@ -32,7 +34,10 @@ class Readiness:
 
     @property
     def can_test(self) -> bool:
-        """Testing an existing wheel needs the arch and at least one interpreter of the row."""
+        """Testing an existing wheel needs the arch and at least one interpreter of the row (a root row:
+        its root, entered as root)."""
+        if self.row.in_root:
+            return not self.test_blockers
         return self.row.arch == host_arch() and any(self.pythons_found.values())
 
 
@@ -58,6 +63,8 @@ def check(
         expanded = expand(pattern, tc_dir)
         if not glob.glob(expanded):
             missing.append(f"{expanded} does not exist")
+    if tc.is_root:
+        return _check_root(row, tc, tc_dir, missing)
     known = found_pythons if found_pythons is not None else pythons.find_all(row.pythons)
     found = {py: known.get(py) for py in row.pythons}
     if found.get(matrix.build_python) is None:
@@ -70,10 +77,27 @@ def check(
     return Readiness(row=row, missing=tuple(missing), pythons_found=found)
 
 
+def _check_root(row: Row, tc: Toolchain, tc_dir: Path, missing: list[str]) -> Readiness:
+    """A root row: its root made (the probe), root privileges, the programs that enter a root."""
+    root = tc.root_dir(tc_dir)
+    missing += roots.host_blockers(row, tc, tc_dir, for_build=True)
+    test_blockers = [] if row.arch == host_arch() else [f"needs an {row.arch} machine (this one is {host_arch()})"]
+    test_blockers += roots.host_blockers(row, tc, tc_dir, for_build=False)
+    stamp = root / ".monarch-root"
+    if not stamp.is_file() and row.arch == host_arch():
+        missing.append("hint: " + roots.how_to_make(tc, tc_dir, row))
+    # The root's python3 tests the wheel (its version is checked by the test itself).
+    python = root / roots.ROOT_PYTHON.lstrip("/")
+    found = {tc.root_python: str(python) if stamp.is_file() else None}
+    return Readiness(row=row, missing=tuple(missing), pythons_found=found, test_blockers=tuple(test_blockers))
+
+
 def build_env(row: Row, matrix: Matrix, toolchains_dir: Path | None = None) -> dict[str, str]:
     """Environment variables for the build: the toolchain's, and the compiler cache's launchers."""
     tc_dir = toolchains_dir or default_toolchains_dir()
     tc = matrix.toolchains[row.flavour.toolchain]
+    if tc.is_root:
+        return dict(tc.env)  # applies inside the root (ci/roots.py adds the cache's, if any)
     env = {k: expand(v, tc_dir) for k, v in tc.env.items()}
     env.update(cache_env(matrix.compiler_cache))
     return env
@@ -105,15 +129,22 @@ def cache_env(tool: str) -> dict[str, str]:
 def install(row: Row, matrix: Matrix, toolchains_dir: Path | None = None) -> None:
     """Install what a row needs into a fresh CI container: tools, Rust, test pythons, the toolchain."""
     tc_dir = toolchains_dir or default_toolchains_dir()
+    tc = matrix.toolchains[row.flavour.toolchain]
+    if tc.is_root:
+        roots.preflight(row, tc, tc_dir)  # root privileges and debootstrap, before anything is installed
     tc_dir.mkdir(parents=True, exist_ok=True)
     proc.run([sys.executable, "-m", "pip", "install", "--quiet", *matrix.tools], what="installing the CI tools")
     if proc.which("cargo") is None:
         _install_rust(matrix.rust_toolchain)
-    uv = proc.which("uv")
-    if uv is None:
-        raise CIError("uv was not installed by the tools step; it provisions the test interpreters.")
-    proc.run([uv, "python", "install", *row.pythons], what="installing the test pythons with uv")
-    _install_toolchain(matrix.toolchains[row.flavour.toolchain], tc_dir)
+    if tc.is_root:
+        # The root brings its own python (it builds and tests the wheel): no test pythons here.
+        roots.make(row, tc, tc_dir)
+    else:
+        uv = proc.which("uv")
+        if uv is None:
+            raise CIError("uv was not installed by the tools step; it provisions the test interpreters.")
+        proc.run([uv, "python", "install", *row.pythons], what="installing the test pythons with uv")
+        _install_toolchain(tc, tc_dir)
     still = check(row, matrix, tc_dir)
     if not still.can_build:
         raise CIError(f"after setup, row {row.name} still cannot build: {'; '.join(still.missing)}.", exit_code=1)

@@ -58,6 +58,8 @@ class Expected:
     external_libs: tuple[str, ...]
     undefined: tuple[str, ...]
     audit: tuple[str, ...]
+    glibc_max: tuple[int, int] = (2, 34)
+    glibcxx_max: tuple[int, int, int] = (3, 4, 29)
 
     @classmethod
     def for_row(cls, row: Row, matrix: Matrix, archs: Sequence[str] | None = None) -> Expected:
@@ -76,6 +78,8 @@ class Expected:
             external_libs=fl.external_libs,
             undefined=fl.undefined,
             audit=fl.validate,
+            glibc_max=fl.glibc_max,
+            glibcxx_max=fl.glibcxx_max,
         )
 
 
@@ -320,6 +324,51 @@ def glibc_needed(elves: Sequence[ElfInfo]) -> tuple[int, int]:
     return newest
 
 
+def _dotted(version: Sequence[int]) -> str:
+    return ".".join(map(str, version))
+
+
+def check_glibc_ceiling(wheel_name: str, elves: Sequence[ElfInfo], exp: Expected) -> list[Finding]:
+    """The flavour's ceiling: no undefined symbol needs a GLIBC_x.y newer than ``glibc_max`` or a
+    GLIBCXX_3.4.z newer than ``glibcxx_max``, and the manylinux tag claims no newer glibc than the ceiling
+    (a wheel tagged manylinux_2_38 does not install on RHEL 9 or Ubuntu 22.04, whatever its symbols)."""
+    limits = {"GLIBC": exp.glibc_max, "GLIBCXX": exp.glibcxx_max}
+    newest: dict[str, tuple[int, ...]] = {}
+    over: dict[str, list[str]] = {"GLIBC": [], "GLIBCXX": []}
+    for elf in elves:
+        for name, version, _library in elf.undefined:
+            m = re.fullmatch(r"(GLIBC|GLIBCXX)_(\d+(?:\.\d+)*)", version or "")
+            if not m:
+                continue
+            family, number = m[1], tuple(int(x) for x in m[2].split("."))
+            newest[family] = max(newest.get(family, ()), number)
+            if number > limits[family]:
+                over[family].append(f"{name}@{version} ({elf.path})")
+    out: list[Finding] = []
+    for family, limit in limits.items():
+        bad = sorted(set(over[family]))
+        seen = f"{family}_{_dotted(newest[family])}" if family in newest else f"no {family}_* symbol"
+        detail = f"newest {seen}, ceiling {family}_{_dotted(limit)}"
+        if bad:
+            shown = ", ".join(bad[:8]) + (" ..." if len(bad) > 8 else "")
+            detail += f"; {len(bad)} symbol(s) above it: {shown}"
+        out.append(Finding("glibc-ceiling", not bad, detail))
+    m = WHEEL_RE.match(wheel_name)
+    claims = [glibc_of_tag(p) for p in m["plat"].split(".")] if m else []
+    known = [c for c in claims if c is not None]
+    if known:
+        claimed = max(known)
+        out.append(
+            Finding(
+                "glibc-ceiling",
+                claimed <= exp.glibc_max,
+                f"tag claims glibc {_dotted(claimed)}; ceiling {_dotted(exp.glibc_max)} "
+                f"(manylinux_{exp.glibc_max[0]}_{exp.glibc_max[1]} or lower)",
+            )
+        )
+    return out
+
+
 def check_rpath(elves: Sequence[ElfInfo]) -> list[Finding]:
     """Every RPATH/RUNPATH entry is $ORIGIN-relative and stays inside site-packages."""
     out: list[Finding] = []
@@ -435,7 +484,8 @@ def static_checks(wheel: Path, exp: Expected, audit: bool = True) -> list[Findin
         elves = list(iter_elves(wheel))
         if not elves:
             findings.append(Finding("symbols", False, "the wheel contains no ELF file"))
-        findings += check_rpath(elves) + check_symbols(elves, exp) + check_build_info_file(wheel, exp)
+        findings += check_rpath(elves) + check_symbols(elves, exp) + check_glibc_ceiling(wheel.name, elves, exp)
+        findings += check_build_info_file(wheel, exp)
         if audit:
             direct = {n for e in elves for n in e.needed}
             findings += check_auditwheel(wheel, exp, direct=direct, glibc_needed=glibc_needed(elves) if elves else None)

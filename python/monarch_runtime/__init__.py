@@ -3,9 +3,10 @@
 >>> import monarch_runtime as m
 >>> m.build_info()["platform"]   # "cpu", "cuda" or "rocm"
 
-The API (docs/runtime.md): ``devices()``, ``Buffer``, ``Stream``, ``Event``, ``Communicator``,
-``checksum``, ``transfer_state``. On the CPU build every call works on host memory and communicators
-connect threads of one process; on a GPU build the same calls run on the device with NCCL/RCCL.
+The API (docs/runtime.md): ``devices()``, ``Buffer``, ``from_dlpack``, ``Stream``, ``Event``,
+``Communicator``, ``checksum``, ``transfer_state``. On the CPU build every call works on host memory
+and communicators connect threads or processes of one machine (loopback TCP); on a GPU build the
+same calls run on the device with NCCL/RCCL.
 """
 
 from __future__ import annotations
@@ -17,11 +18,29 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from monarch_runtime import _native
-from monarch_runtime._native import (
+from monarch_runtime import _hip_runtime
+
+
+def _needed_hip_runtime() -> str | None:
+    """The HIP runtime soname a ROCm build links (build_info.json), None on other builds."""
+    try:
+        text = resources.files(__name__).joinpath("build_info.json").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    value = json.loads(text).get("hip_runtime")
+    return value if isinstance(value, str) else None
+
+
+# Before the extension loads: bind it to the HIP runtime a ROCm torch in this environment would use, so the
+# process never maps two (see _hip_runtime.py). Set once, at import.
+_HIP_PRELOADED = _hip_runtime.preload(_needed) if (_needed := _needed_hip_runtime()) else None
+
+from monarch_runtime import _native, _state  # noqa: E402 - after the HIP runtime choice, on purpose
+from monarch_runtime._native import (  # noqa: E402
     PLATFORM,
     ChecksumMismatch,
     CollectiveError,
+    CollectiveNoDeviceError,
     CommunicatorAborted,
     Event,
     MonarchError,
@@ -35,9 +54,9 @@ from monarch_runtime._native import (
     kernels,
     launch_kernel,
 )
-from monarch_runtime._native import checksum as _checksum
-from monarch_runtime._native import checksum_reference as _checksum_reference
-from monarch_runtime._native import collective_info as _collective_info
+from monarch_runtime._native import checksum as _checksum  # noqa: E402
+from monarch_runtime._native import checksum_reference as _checksum_reference  # noqa: E402
+from monarch_runtime._native import collective_info as _collective_info  # noqa: E402
 
 __all__ = [
     "DEFAULT_STAGING_BYTES",
@@ -45,6 +64,7 @@ __all__ = [
     "Buffer",
     "ChecksumMismatch",
     "CollectiveError",
+    "CollectiveNoDeviceError",
     "Communicator",
     "CommunicatorAborted",
     "Event",
@@ -60,6 +80,7 @@ __all__ = [
     "device_count",
     "device_properties",
     "devices",
+    "from_dlpack",
     "kernels",
     "launch_kernel",
     "transfer_state",
@@ -82,6 +103,8 @@ def build_info() -> dict[str, Any]:
     library's run-time state: whether it loads here and its version (e.g. 23203 for NCCL 2.32.3)."""
     info = dict(_recorded())
     info["native_platform"] = PLATFORM
+    if info.get("platform") == "rocm":
+        info["hip_runtime_loaded"] = _hip_runtime.mapped()  # the file(s) this process maps: one
     collective = _collective_info()
     info["collective_loaded"] = collective["loaded"]
     info["collective_version"] = collective["version"]
@@ -107,10 +130,14 @@ def _as_bytes(data: Any) -> bytes:
 
 
 class Buffer(_native.Buffer):  # type: ignore[misc]
-    """Device memory (host memory on the CPU build), zero-filled: ``Buffer(nbytes, device=None)``.
+    """Device memory (host memory on the CPU build), zero-filled: ``Buffer(nbytes, device=None)``;
+    or a tensor's own memory, wrapped without a copy: ``from_dlpack(x)``.
 
     Copy in and out with any bytes-like object (the buffer protocol: bytes, bytearray, memoryview,
-    array.array, numpy arrays); ``numpy()`` needs numpy, nothing else does."""
+    array.array, numpy arrays); ``numpy()`` needs numpy, nothing else does. A Buffer is a DLPack
+    producer itself (``__dlpack__``, ``__dlpack_device__``): ``numpy.from_dlpack(buf)`` or
+    ``torch.from_dlpack(buf)`` view its memory without a copy. ``dtype``, ``shape``: the wrapped
+    tensor's (``"uint8"``, ``(nbytes,)`` for a plain buffer); ``read_only``; ``data_ptr``."""
 
     @classmethod
     def from_bytes(cls, data: Any, device: int | None = None) -> Buffer:
@@ -145,17 +172,38 @@ class Buffer(_native.Buffer):  # type: ignore[misc]
         return np.frombuffer(self._read(), dtype=dtype).copy()
 
     def __repr__(self) -> str:
-        return f"<monarch_runtime.Buffer {self.nbytes} bytes on device {self.device} ({PLATFORM})>"
+        view = f" viewing a {self.dtype} tensor of shape {tuple(self.shape)}" if self.is_view else ""
+        ro = " read-only" if self.read_only else ""
+        return f"<monarch_runtime.Buffer {self.nbytes} bytes on device {self.device} ({PLATFORM}){view}{ro}>"
+
+
+def from_dlpack(tensor: Any) -> Buffer:
+    """The memory of ``tensor`` (any DLPack producer: a numpy array on the CPU build, a torch or CuPy
+    tensor on GPU builds) as a Buffer, without copying; the producer is kept alive as long as the
+    Buffer (``buf.owner``). Writes through the Buffer (a receive, a transfer's commit) change the
+    tensor. The versioned DLPack 1.x protocol is asked for first, the legacy one accepted.
+
+    Raises ``ValueError`` naming the problem for a tensor on another device (or host memory given to
+    a GPU build), a non-contiguous tensor, a dtype that is not whole bytes per element (vector and
+    sub-byte types), and ``TypeError`` for an object that is not a DLPack producer. A read-only array
+    gives a read-only Buffer, which refuses to be written (``ValueError``). A Buffer is returned as is.
+    """
+    if isinstance(tensor, Buffer):
+        return tensor
+    return Buffer(_dlpack=tensor)
 
 
 class Communicator(_native.Communicator):  # type: ignore[misc]
     """One rank of a communicator: ``Communicator(unique_id, world_size, rank, device=None)``.
 
-    ``Communicator.unique_id()`` makes the id (share the same 128 bytes with every rank); the
-    constructor blocks until all ranks joined. Operations block until done with the GIL released;
-    ``abort()`` from another thread frees a blocked one. NCCL on CUDA, RCCL on ROCm; on the CPU build
-    the ranks are threads of this process (``MONARCH_HOST_COMM_TIMEOUT`` bounds the join, default
-    120 s). Usable as a context manager (destroyed on exit)."""
+    ``Communicator.unique_id()`` makes the id: 128 bytes to give every rank, in this process or
+    another (by file, environment or pipe: ``uid.hex()`` / ``bytes.fromhex``); the constructor blocks
+    until all ranks joined. Operations block until done with the GIL released; ``abort()`` from
+    another thread frees a blocked one. NCCL on CUDA, RCCL on ROCm; on the CPU build the ranks are
+    threads or processes of this machine (loopback TCP between processes; the process that made the
+    id must be alive while the ranks join; ``MONARCH_HOST_COMM_TIMEOUT`` bounds the join, default
+    120 s, and the error names the ranks that never came). Usable as a context manager (destroyed
+    on exit)."""
 
     def __enter__(self) -> Communicator:
         return self
@@ -185,7 +233,7 @@ def checksum_reference(data: Any) -> int:
 
 def transfer_state(
     comm: Communicator,
-    buffers: Mapping[str, Buffer],
+    state: Mapping[Any, Any],
     *,
     donor: int,
     receiver: int,
@@ -194,36 +242,78 @@ def transfer_state(
     timeout: float | None = None,
     shadow: str = "auto",
 ) -> dict[str, Any]:
-    """Moves a named state from rank ``donor`` to rank ``receiver`` of ``comm``.
+    """Moves a training state from rank ``donor`` to rank ``receiver`` of ``comm``.
 
-    Both ranks call it with buffers of the same names and sizes (other ranks return at once, role
-    ``"idle"``). The donor checksums its buffers on the device and streams them in chunks of at most
-    ``staging_bytes`` (pass the same value on both ranks); the receiver stages each chunk in one
-    device buffer of that size, verifies each buffer's mr-sum64 when it has arrived, and only when
-    all match copies the state into its buffers. Until then the incoming state lives in a *shadow*:
-    ``shadow="host"`` (host memory; the device needs only the staging chunk, so a state larger than
-    free device memory still moves), ``"device"`` (no host round trip; needs device room for a second
-    copy) or ``"auto"`` (device when it has room for the state plus a margin, else host). So:
+    ``state`` is a mapping, nested as deep as needed (a model's or an optimizer's ``state_dict()``,
+    or a dict of both), whose leaves are tensors (any DLPack producer, or Buffers) or plain values
+    (step counters, learning rates, small bytes: see ``monarch_runtime._state``). Tensors are wrapped
+    with ``from_dlpack``: no copy; a leaf's name is its dotted path (``"model.layer.0.weight"``).
+    Both ranks call it with states of the same structure (other ranks return at once, role
+    ``"idle"``).
 
-    - ``ChecksumMismatch`` (``.buffers`` names them) on both ranks if any buffer arrived different;
-      the receiver's buffers are unchanged and the communicator stays usable (retry is possible);
-    - ``TransferAborted`` if the communicator is aborted (by either rank, e.g. a watchdog) or fails
-      mid-transfer; the receiver's buffers are unchanged;
-    - ``TransferError`` if the two sides disagree on names, sizes or staging size.
+    Before any data moves each side sends its manifest (every leaf's name, kind, dtype, shape and
+    size) and both compare the two: a difference is a ``TransferError`` on both ranks naming the
+    first differing leaf. The donor checksums its tensors on the device and streams them in chunks
+    of at most ``staging_bytes`` (pass the same value on both ranks). The receiver keeps what
+    arrives in a *shadow* (``shadow="host"``, ``"device"`` or ``"auto"``, see docs/runtime.md),
+    verifies each tensor's mr-sum64, and only when all match copies the shadow into its own tensors,
+    in place. So:
+
+    - ``ChecksumMismatch`` (``.buffers`` names the leaves) on both ranks if a tensor arrived
+      different; the receiver's tensors are unchanged and the communicator stays usable;
+    - ``TransferAborted`` if the communicator is aborted (by either rank, a watchdog, ``timeout``) or
+      the peer fails or dies mid-transfer; the receiver's tensors are unchanged (bit for bit);
+    - ``TransferError`` if the two states differ (names, kinds, dtypes, shapes, sizes), or the
+      receiver cannot take them (a read-only target, different ``staging_bytes``).
 
     ``progress(name, offset, nbytes)`` is called before each chunk is sent (donor) and after each is
     received (receiver); if it raises, the communicator is aborted (so the peer does not hang) and
     the exception propagates. ``timeout`` (seconds) arms a watchdog that aborts the communicator if
-    this rank's part has not finished by then, so a hung peer cannot wedge it: ``TransferAborted``
-    saying it timed out, state unchanged. Returns a report: role, peer, buffers, bytes, chunks,
-    chunk_bytes, seconds, shadow, checksums (name -> the donor's mr-sum64).
+    this rank's part has not finished by then: ``TransferAborted`` saying it timed out.
+
+    Returns a report: role, peer, buffers (tensor leaves), bytes, chunks, chunk_bytes, seconds,
+    shadow, checksums (name -> the donor's mr-sum64), values (name -> the donor's non-tensor leaves,
+    on the receiver) and ``state``: on the receiver, ``state``'s own structure holding its own
+    tensors (now the donor's data) and the donor's values, ready for ``load_state_dict``; on the
+    donor and idle ranks, ``state`` itself.
     """
-    items = list(buffers.items())
-    for name, buf in items:
-        if not isinstance(name, str):
-            raise TypeError(f"buffer names are str, not {type(name).__name__}")
-        if not isinstance(buf, _native.Buffer):
-            raise TypeError(f"buffer {name!r} is a {type(buf).__name__}, not a monarch_runtime.Buffer")
+    leaves = _state.flatten(state, _native.Buffer)
+    items: list[tuple[str, Any]] = []
+    for name, _path, leaf, tensor in leaves:
+        if not tensor:
+            items.append((name, _state.encode_value(leaf, name)))
+            continue
+        try:
+            items.append((name, from_dlpack(leaf)))
+        except (TypeError, ValueError, BufferError) as err:
+            raise type(err)(f"leaf {name!r}: {err}") from err
+    report = _run_transfer(
+        comm,
+        items,
+        donor=donor,
+        receiver=receiver,
+        staging_bytes=staging_bytes,
+        progress=progress,
+        timeout=timeout,
+        shadow=shadow,
+    )
+    values = {name: _state.decode_value(data) for name, data in report.get("values", {}).items()}
+    report["values"] = values
+    report["state"] = _state.rebuild(state, values, _native.Buffer) if report["role"] == "receiver" else state
+    return report
+
+
+def _run_transfer(
+    comm: Communicator,
+    items: list[tuple[str, Any]],
+    *,
+    donor: int,
+    receiver: int,
+    staging_bytes: int,
+    progress: Progress | None,
+    timeout: float | None,
+    shadow: str,
+) -> dict[str, Any]:
     if timeout is None:
         return dict(comm._transfer_state(items, donor, receiver, staging_bytes, progress, shadow))
     if timeout <= 0:
@@ -248,3 +338,6 @@ def transfer_state(
         raise timed_out from err
     finally:
         watchdog.cancel()
+        # The timer thread is gone when this returns (callers count threads: no stragglers).
+        if watchdog.is_alive() and watchdog is not threading.current_thread():
+            watchdog.join()

@@ -45,7 +45,10 @@ fn main() {
             println!("cargo:rustc-link-search=native={}", bridge.display());
             println!("cargo:rustc-link-lib=static=monarch_bridge");
             // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate).
-            println!("cargo:rerun-if-changed={}", bridge.join("libmonarch_bridge.a").display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                bridge.join("libmonarch_bridge.a").display()
+            );
             println!(
                 "cargo:rustc-link-search=native={}",
                 home.join("lib").display()
@@ -71,7 +74,10 @@ fn main() {
             println!("cargo:rustc-link-search=native={}", bridge.display());
             println!("cargo:rustc-link-lib=static=monarch_bridge");
             // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate).
-            println!("cargo:rerun-if-changed={}", bridge.join("libmonarch_bridge.a").display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                bridge.join("libmonarch_bridge.a").display()
+            );
             println!("cargo:rustc-link-search=native={}", hip_lib.display());
             println!("cargo:rustc-link-lib=dylib=amdhip64");
             for lib in ["dl", "pthread", "stdc++"] {

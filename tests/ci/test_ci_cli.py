@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
@@ -17,9 +18,14 @@ from ci.matrix import DEFAULT_MATRIX, REPO_ROOT, Matrix, host_arch
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def ci(*args: str) -> subprocess.CompletedProcess[str]:
+def ci(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ci", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "ci", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -165,3 +171,19 @@ def test_old_python_gets_a_clear_message() -> None:
         pytest.skip("no python 3.9/3.10 here")
     res = subprocess.run([old, "-m", "ci", "list"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert_user_error(res, "needs Python 3.11 or newer")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the root rows are x86_64 rows")
+def test_root_rows_without_their_root_are_user_errors(tmp_path: Path, make_wheel: WheelFactory) -> None:
+    """No root made (an empty MONARCH_TOOLCHAINS): build, run and test say so and how to make it."""
+    env = {"MONARCH_TOOLCHAINS": str(tmp_path / "tc")}
+    wheel = make_wheel(flavour="cpu", local="rocm7.2")
+    stamp = f"{tmp_path}/tc/roots/rocm7.2/.monarch-root does not exist"
+    res = ci("build", "rocm7.2-x86_64", "--out", str(tmp_path / "out"), env=env)
+    assert_user_error(res, "cannot be built on this machine", stamp, "python -m ci setup rocm7.2-x86_64")
+    res = ci("run", "rocm7.2", "--wheel", str(wheel), env=env)
+    assert_user_error(
+        res, "tested inside its ROCm root, which cannot be entered here", stamp, "ci/rocm-root.sh make 7.2"
+    )
+    res = ci("test", "rocm7.2-x86_64", "--wheel", str(wheel), "--python", "3.12", env=env)
+    assert_user_error(res, "tested with its root's own python (3.14), not 3.12")

@@ -124,3 +124,40 @@ def test_zizmor_has_no_medium_or_high_findings(tmp_path: Path) -> None:
     bad.write_text(text)
     res = _zizmor(bad)
     assert res.returncode != 0 and "unpinned-uses" in res.stdout + res.stderr
+
+
+def _job(text: str, row_name: str) -> list[str]:
+    """The lines of one row's job."""
+    lines = text.splitlines()
+    start = lines.index(f"  {generate.job_id_for(row_name)}:")
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("  ") and not lines[i].startswith("   ")),
+        len(lines),
+    )
+    return lines[start:end]
+
+
+def test_root_rows_run_on_the_runner_and_make_the_root(real_matrix: Matrix) -> None:
+    """Root rows: no container; the runner makes the root with ci/rocm-root.sh (debootstrap), runs ci/ as
+    root, builds and tests inside the root, validates on the runner."""
+    text = generate.render(real_matrix)
+    root_rows = [r for r in real_matrix.rows if r.in_root]
+    assert {r.name for r in root_rows} == {"rocm6.4-x86_64", "rocm7.2-x86_64"}
+    for row in real_matrix.rows:
+        job = "\n".join(_job(text, row.name))
+        assert f'runs-on: "{real_matrix.runners[row.arch]}"' in job
+        if not row.in_root:
+            assert "container:" in job and "setup-python" not in job
+            continue
+        assert "container:" not in job and "image:" not in job
+        assert "actions/setup-python@" in job and f'python-version: "{real_matrix.driver_python}"' in job
+        assert "apt-get install -y -qq --no-install-recommends debootstrap debian-archive-keyring" in job
+        assert "sudo -E env" in job  # ci-python runs ci/ as root: mounts and chroot
+        version = real_matrix.toolchains[row.flavour.toolchain].root_version
+        assert f"Make the ROCm {version} root: ci/rocm-root.sh make {version}" in job
+        assert 'ci-python -m ci setup "$CI_ROW"' in job
+        # Validated here without the import (its libraries need the root's glibc); tested in the root.
+        assert 'ci-python -m ci validate --row "$CI_ROW" --dist dist --no-smoke' in job
+        assert 'ci-python -m ci test "$CI_ROW" --dist dist --require-all-pythons' in job
+        assert "Test inside the root" in job and "python 3.14" in job
+        assert f'name: "wheel-{row.name}"' in job

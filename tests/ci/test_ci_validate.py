@@ -37,7 +37,7 @@ def test_good_cpu_wheel_passes_static_checks(make_wheel: WheelFactory, real_matr
     findings = validate.static_checks(wheel, expected(real_matrix))
     assert not failed(findings), "\n".join(map(str, findings))
     checks = {f.check for f in findings}
-    assert {"tag", "size", "rpath", "needed", "symbols", "build_info", "auditwheel"} <= checks
+    assert {"tag", "size", "rpath", "needed", "symbols", "glibc-ceiling", "build_info", "auditwheel"} <= checks
 
 
 @pytest.mark.parametrize(
@@ -194,3 +194,76 @@ def test_tag_may_not_claim_an_older_glibc_than_the_symbols_need(make_wheel: Whee
     assert bad and "tag claims glibc 2.17" in bad[0].detail
     newer = make_wheel(elves=elves, plat=f"manylinux_{needed[0]}_{needed[1]}_x86_64")
     assert not failed(validate.static_checks(newer, expected(real_matrix)), "auditwheel")
+
+
+# --- the glibc ceiling -------------------------------------------------------------------------------
+
+ROCM72 = "monarch_runtime-0.1.0+rocm7.2-cp39-abi3-{plat}.whl"
+
+
+def _elf(*undefined: tuple[str, str | None, str | None]) -> validate.ElfInfo:
+    return validate.ElfInfo(
+        path="monarch_runtime/_native.abi3.so",
+        soname=None,
+        needed=("libc.so.6", "libstdc++.so.6"),
+        rpaths=(),
+        defined=frozenset(),
+        undefined=tuple(undefined),
+    )
+
+
+AT_THE_CEILING = (
+    ("memcpy", "GLIBC_2.14", "libc.so.6"),
+    ("__libc_start_main", "GLIBC_2.34", "libc.so.6"),
+    ("_ZSt4cout", "GLIBCXX_3.4.29", "libstdc++.so.6"),
+    ("_ZTVN10__cxxabiv117__class_type_infoE", "CXXABI_1.3", "libstdc++.so.6"),
+    ("hipMalloc", "hip_4.2", "libamdhip64.so.7"),
+)
+
+
+def test_glibc_ceiling_on_a_synthesized_symbol_list(real_matrix: Matrix) -> None:
+    """rocm7.2's ceiling is GLIBC_2.34 / GLIBCXX_3.4.29: sid's __isoc23_strtol (2.38) or a GCC 13 libstdc++
+    symbol must fail, naming the symbol; so must a tag above manylinux_2_34."""
+    exp = expected(real_matrix, "rocm7.2")
+    assert (exp.glibc_max, exp.glibcxx_max) == ((2, 34), (3, 4, 29))
+    name = ROCM72.format(plat="manylinux_2_34_x86_64")
+    ok = validate.check_glibc_ceiling(name, [_elf(*AT_THE_CEILING)], exp)
+    assert ok and not failed(ok), ok
+    assert any("newest GLIBC_2.34" in f.detail for f in ok)
+    isoc23 = _elf(*AT_THE_CEILING, ("__isoc23_strtol", "GLIBC_2.38", "libc.so.6"))
+    bad = failed(validate.check_glibc_ceiling(name, [isoc23], exp), "glibc-ceiling")
+    assert len(bad) == 1 and "__isoc23_strtol@GLIBC_2.38" in bad[0].detail and "ceiling GLIBC_2.34" in bad[0].detail
+    cxx = _elf(
+        *AT_THE_CEILING, ("_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE6resizeEm", "GLIBCXX_3.4.30", None)
+    )
+    bad = failed(validate.check_glibc_ceiling(name, [cxx], exp), "glibc-ceiling")
+    assert len(bad) == 1 and "GLIBCXX_3.4.30" in bad[0].detail and "ceiling GLIBCXX_3.4.29" in bad[0].detail
+    # GLIBC_2.34.1 style versions compare as versions, not strings (2.4 < 2.34).
+    old = _elf(("stat", "GLIBC_2.4", "libc.so.6"), ("f", "GLIBC_2.2.5", "libc.so.6"))
+    assert not failed(validate.check_glibc_ceiling(name, [old], exp))
+    # The tag is part of the promise: manylinux_2_38 does not install on a glibc 2.34 system.
+    too_new_tag = validate.check_glibc_ceiling(
+        ROCM72.format(plat="manylinux_2_38_x86_64"), [_elf(*AT_THE_CEILING)], exp
+    )
+    bad = failed(too_new_tag, "glibc-ceiling")
+    assert len(bad) == 1 and "tag claims glibc 2.38" in bad[0].detail
+    compressed = ROCM72.format(plat="manylinux_2_17_x86_64.manylinux2014_x86_64")
+    assert not failed(validate.check_glibc_ceiling(compressed, [_elf(*AT_THE_CEILING)], exp))
+
+
+def test_glibc_ceiling_on_a_real_elf(make_wheel: WheelFactory, real_matrix: Matrix) -> None:
+    """A compiled library and the whole static validation: a ceiling one glibc below what it needs fails."""
+    src = (
+        "#include <pthread.h>\n"
+        "static void *run(void *a) { return a; }\n"
+        "int f(void) { pthread_t t; return pthread_create(&t, 0, run, 0); }\n"
+    )
+    wheel = make_wheel(elves=[ElfSpec(source=src, extra=["-pthread"])])
+    needed = validate.glibc_needed(list(validate.iter_elves(wheel)))
+    if needed <= (2, 17):
+        pytest.skip(f"this glibc gives pthread_create the version {needed}")
+    at = expected(real_matrix, glibc_max=needed)
+    assert not failed(validate.static_checks(wheel, at, audit=False), "glibc-ceiling")
+    below = expected(real_matrix, glibc_max=(needed[0], needed[1] - 1))
+    bad = failed(validate.static_checks(wheel, below, audit=False), "glibc-ceiling")
+    assert bad and "pthread_create@GLIBC_" in bad[0].detail

@@ -1,5 +1,7 @@
 """The runtime on a real GPU (skipped without one): checksum kernel vs the host reference, a
-single-rank all-reduce through NCCL/RCCL, and a two-rank transfer when two GPUs are visible.
+single-rank all-reduce through NCCL/RCCL, DLPack with torch (and CuPy when installed) CUDA tensors
+(zero copy: the same data pointer; the device checksum of a tensor equals the host reference), and
+two-rank transfers (Buffers, and a torch state_dict) when two GPUs are visible.
 
 Run on a GPU machine with ``tests/gpu/run.sh WHEEL`` (it installs the wheel and runs this file with
 pytest, or without it: ``python tests/gpu/test_gpu.py`` runs the same tests with a tiny runner).
@@ -273,6 +275,114 @@ def test_two_rank_transfer_odd_chunks() -> None:
     donor, receiver = _two_ranks(body)
     for (after0, ref0), (after1, _) in zip(donor, receiver):
         assert after1 == after0 == ref0
+
+
+def _torch_cuda() -> Any:
+    try:
+        import torch  # noqa: PLC0415 - optional: the GPU image has it, the wheel does not need it
+    except ImportError:
+        skip("torch is not installed")
+    if not torch.cuda.is_available():
+        skip("torch sees no CUDA/ROCm device")
+    return torch
+
+
+def _host_bytes(t: Any) -> bytes:
+    """The bytes of a torch tensor, through the host (no numpy needed)."""
+    import ctypes  # noqa: PLC0415
+
+    cpu = t.detach().contiguous().cpu()
+    return ctypes.string_at(cpu.data_ptr(), cpu.numel() * cpu.element_size())
+
+
+def test_from_dlpack_torch_cuda_tensor_is_zero_copy() -> None:
+    torch = _torch_cuda()
+    t = torch.arange(1 << 20, dtype=torch.float32, device="cuda:0").reshape(256, 4096)
+    b = M.from_dlpack(t)
+    assert b.data_ptr == t.data_ptr() and b.nbytes == t.numel() * 4, (b.data_ptr, t.data_ptr())
+    assert (b.device, b.dtype, tuple(b.shape), b.read_only) == (0, "float32", (256, 4096), False)
+    assert b.owner is t
+    b.fill(0)  # through the Buffer: the tensor's own memory
+    torch.cuda.synchronize()
+    assert int(t.abs().sum().item()) == 0
+    back = torch.from_dlpack(b)  # and the other way: torch views the Buffer's memory
+    assert back.data_ptr() == t.data_ptr() and back.device == t.device
+    plain = M.Buffer(64, device=0)
+    view = torch.from_dlpack(plain)
+    assert view.data_ptr() == plain.data_ptr and view.dtype == torch.uint8 and view.is_cuda
+    # Errors: host memory on a GPU build, a non-contiguous tensor, a dtype the collectives cannot reduce.
+    for bad, words in (
+        (torch.zeros(4), "host memory"),
+        (t.t(), "not contiguous"),
+    ):
+        try:
+            M.from_dlpack(bad)
+        except ValueError as err:
+            assert words in str(err), err
+        else:
+            raise AssertionError(f"accepted: {words}")
+    try:
+        import cupy  # noqa: PLC0415 - optional
+    except ImportError:
+        return
+    c = cupy.arange(1000, dtype=cupy.int32)
+    cb = M.from_dlpack(c)
+    assert cb.data_ptr == c.data.ptr and cb.dtype == "int32"
+    assert cb.checksum() == M.checksum_reference(c.get().tobytes())
+
+
+def test_device_checksum_of_torch_tensor_matches_host_reference() -> None:
+    torch = _torch_cuda()
+    g = torch.Generator(device="cuda").manual_seed(3)
+    cases = [
+        (((1 << 22) + 3,), torch.float32),
+        ((4096, 1027), torch.bfloat16),
+        ((17,), torch.float16),
+        ((), torch.int64),
+        ((0, 5), torch.float32),
+    ]
+    for shape, dtype in cases:
+        t = (torch.randn(shape, generator=g, device="cuda") * 100).to(dtype)
+        assert M.from_dlpack(t).checksum() == M.checksum_reference(_host_bytes(t)), (shape, dtype)
+    # Offset views (byte_offset or a shifted data pointer): the kernel's unaligned head words.
+    base = torch.randn(1 << 16, generator=g, device="cuda")
+    for start in (1, 2, 3, 5):
+        v = base[start:]
+        assert M.from_dlpack(v).checksum() == M.checksum_reference(_host_bytes(v)), start
+
+
+def test_two_rank_transfer_of_a_torch_state_dict() -> None:
+    """transfer_state with torch tensors, nested like model + optimizer state_dicts, straight into the
+    receiver's own tensors (same data pointers)."""
+    if GPUS < 2:
+        skip(f"a two-rank transfer needs two GPUs (NCCL/RCCL refuse two ranks on one); this machine has {GPUS}")
+    needs_collectives()
+    torch = _torch_cuda()
+
+    def body(rank: int, comm: Any) -> tuple[Any, ...]:
+        g = torch.Generator(device=f"cuda:{rank}").manual_seed(rank)
+        dev = f"cuda:{rank}"
+        state = {
+            "model": {
+                "w": torch.randn(1024, 1024, generator=g, device=dev),
+                "b": torch.randn(1024, generator=g, device=dev),
+            },
+            "optim": {
+                "state": {0: {"step": 10 + rank, "exp_avg": torch.randn(1024, 1024, generator=g, device=dev)}},
+                "param_groups": [{"lr": 0.1 * (rank + 1), "params": [0]}],
+            },
+        }
+        ptrs = [state["model"]["w"].data_ptr(), state["optim"]["state"][0]["exp_avg"].data_ptr()]
+        report = M.transfer_state(comm, state, donor=0, receiver=1, staging_bytes=4 << 20)
+        sums = {n: M.from_dlpack(t).checksum() for n, t in (("w", state["model"]["w"]), ("b", state["model"]["b"]))}
+        return report, sums, ptrs
+
+    (rep0, sums0, _), (rep1, sums1, ptrs1) = _two_ranks(body)
+    assert (rep0["role"], rep1["role"]) == ("donor", "receiver")
+    assert sums0 == sums1
+    got = rep1["state"]
+    assert [got["model"]["w"].data_ptr(), got["optim"]["state"][0]["exp_avg"].data_ptr()] == ptrs1
+    assert got["optim"]["state"][0]["step"] == 10 and got["optim"]["param_groups"][0]["lr"] == 0.1
 
 
 def _main() -> int:

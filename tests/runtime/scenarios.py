@@ -1,7 +1,8 @@
 """Runtime scenarios, run inside a venv where a wheel is installed (stdlib + monarch_runtime only).
 
 ``python scenarios.py NAME`` runs one; it asserts as it goes and exits non-zero with the traceback
-on failure. Ranks are threads (the CPU build's communicators are in-process); every multi-rank
+on failure. Ranks are threads (in-process communicators, or the loopback transport between threads
+with MONARCH_HOST_COMM_TRANSPORT=tcp; tests/runtime/replicas.py has ranks as processes); every multi-rank
 scenario has a watchdog that aborts all communicators if a rank hangs, so a bug fails the test
 instead of wedging it.
 """
@@ -271,14 +272,15 @@ def collective_errors() -> None:
             pass
         else:
             raise AssertionError("bad communicator arguments accepted")
-    foreign = bytearray(m.Communicator.unique_id())
-    foreign[8] ^= 0xFF  # as if made by another process
+    # Ids cross processes now (their rendezvous checks a random token): a tampered one is refused.
+    forged = bytearray(m.Communicator.unique_id())
+    forged[40] ^= 0xFF
     try:
-        m.Communicator(bytes(foreign), 1, 0)
+        m.Communicator(bytes(forged), 1, 0)
     except m.CollectiveError as err:
-        assert "ncclInvalidArgument" in str(err) and "one process" in str(err), err
+        assert "ncclInvalidArgument" in str(err) and "not issued" in str(err), err
     else:
-        raise AssertionError("a foreign unique id was accepted")
+        raise AssertionError("a forged unique id was accepted")
     with m.Communicator(m.Communicator.unique_id(), 1, 0) as solo:
         b = m.Buffer(8)
         for bad in (
@@ -381,7 +383,8 @@ def transfer_larger_than_staging() -> None:
     assert total > 50 * STAGING
     assert recv_after == donor_before == donor_after
     chunks = sum(-(-size // STAGING) for size in SIZES.values())
-    assert recv_report["shadow"] == ("host" if SHADOW == "auto" else SHADOW)  # auto: no device memory info on CPU
+    # auto: the CPU build reports the host's available memory as the device's, so the state is shadowed in place
+    assert recv_report["shadow"] == ("device" if SHADOW == "auto" else SHADOW)
     for report, role in ((donor_report, "donor"), (recv_report, "receiver")):
         assert report["role"] == role and report["bytes"] == total and report["chunks"] == chunks, report
         assert report["chunk_bytes"] == STAGING
@@ -546,7 +549,7 @@ def transfer_idle_rank_and_arguments() -> None:
             lambda: transfer(comm, bufs, donor=0, receiver=0),
             lambda: transfer(comm, bufs, donor=0, receiver=5),
             lambda: transfer(comm, bufs, donor=0, receiver=1, staging_bytes=4),
-            lambda: transfer(comm, {"x": b"not a buffer"}, donor=0, receiver=1),
+            lambda: transfer(comm, {"x": object()}, donor=0, receiver=1),  # neither a tensor nor a plain value
         ):
             try:
                 bad()
@@ -570,17 +573,26 @@ def gpu_build_without_gpu() -> None:
         "Buffer.from_bytes": lambda: m.Buffer.from_bytes(b"abc"),
         "Stream": m.Stream,
         "Event": m.Event,
-        "unique_id": m.Communicator.unique_id,
         "Communicator": lambda: m.Communicator(bytes(128), 1, 0),
         "checksum": lambda: m.checksum(b"abc"),
+        "all_reduce_single_rank": lambda: m.all_reduce_single_rank([1.0]),
     }
     for name, call in calls.items():
         try:
             call()
         except m.NoDeviceError as err:
-            assert "no usable GPU" in str(err) and m.PLATFORM in str(err), (name, err)
+            assert "no usable gpu" in str(err).lower() and m.PLATFORM in str(err), (name, err)
+            if name in ("Communicator", "all_reduce_single_rank") and isinstance(err, m.CollectiveError):
+                # A collective call says what the library answered, and is a NoDeviceError too.
+                assert isinstance(err, m.CollectiveNoDeviceError) and err.result_name in str(err), (name, err)
         else:
             raise AssertionError(f"{name} worked without a GPU")
+    # An id needs no device where the library makes one without (NCCL does, RCCL does not): either it is
+    # the id's 128 bytes, or the error names the library's answer and the missing device.
+    try:
+        assert len(m.Communicator.unique_id()) == 128
+    except m.CollectiveNoDeviceError as err:
+        assert err.result_name in str(err) and "no usable gpu" in str(err).lower(), err
     assert m.checksum_reference(b"abc") == m.checksum_reference(bytearray(b"abc"))
 
 

@@ -31,3 +31,23 @@ pub use error::{check, CudaError};
 
 /// The platform this build binds to: "cpu", "cuda" or "rocm".
 pub const PLATFORM: &str = env!("MONARCH_GPU_PLATFORM");
+
+/// DLPack's device type for this build's memory: `kDLCPU` (1) on cpu, `kDLCUDA` (2) on cuda,
+/// `kDLROCM` (10) on rocm. A tensor handed to `from_dlpack` must live there.
+#[cfg(mr_platform = "cpu")]
+pub const DLPACK_DEVICE_TYPE: i32 = 1;
+#[cfg(mr_platform = "cuda")]
+pub const DLPACK_DEVICE_TYPE: i32 = 2;
+#[cfg(mr_platform = "rocm")]
+pub const DLPACK_DEVICE_TYPE: i32 = 10;
+
+/// The `stream` a DLPack consumer passes to `__dlpack__` so that the producer's pending work is
+/// ordered before ours: none on the CPU; the legacy default stream (1) on CUDA; the default stream
+/// (0) on ROCm. Our own work synchronizes with the default stream (blocking streams, synchronous
+/// copies), so the producer's work on any of its streams is done before we touch the memory.
+#[cfg(mr_platform = "cpu")]
+pub const DLPACK_STREAM: Option<i64> = None;
+#[cfg(mr_platform = "cuda")]
+pub const DLPACK_STREAM: Option<i64> = Some(1);
+#[cfg(mr_platform = "rocm")]
+pub const DLPACK_STREAM: Option<i64> = Some(0);

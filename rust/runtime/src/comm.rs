@@ -61,12 +61,31 @@ fn nccl(call: &'static str, result: ncclResult_t) -> Result<()> {
     }
 }
 
-/// A fresh unique id for `Communicator::new` (share it with every rank).
+/// A collective call's failure, joined with the device error when no GPU is usable: the caller learns
+/// both what NCCL/RCCL answered and why (on the CPU build there is always a device: unchanged).
+pub fn without_device(err: Error) -> Error {
+    match (err, require_runtime()) {
+        (
+            Error::Nccl {
+                result, message, ..
+            },
+            Err(Error::Cuda(device)),
+        ) if device.is_no_device() => Error::NcclNoDevice {
+            result,
+            message,
+            device,
+        },
+        (err, _) => err,
+    }
+}
+
+/// A fresh unique id for `Communicator::new` (share it with every rank). Asked of the library first,
+/// so that without a GPU the error says what NCCL/RCCL answered (an id needs no device where the library
+/// can make one without).
 pub fn unique_id() -> Result<[u8; UNIQUE_ID_BYTES]> {
-    require_runtime()?;
     let mut id = ncclUniqueId { internal: [0; 128] };
     // SAFETY: valid out-pointer.
-    nccl("ncclGetUniqueId", unsafe { ncclGetUniqueId(&mut id) })?;
+    nccl("ncclGetUniqueId", unsafe { ncclGetUniqueId(&mut id) }).map_err(without_device)?;
     Ok(id.internal.map(|c| c as u8))
 }
 
@@ -143,14 +162,29 @@ impl Communicator {
                 "rank {rank} is not in 0..{world_size} (world size {world_size})"
             )));
         }
-        let device = resolve_device(device)?;
-        let stream = Stream::new(Some(device))?;
-        let scratch = Buffer::new(8, Some(device))?;
         let mut raw = ncclUniqueId { internal: [0; 128] };
         for (dst, src) in raw.internal.iter_mut().zip(id) {
             *dst = *src as _;
         }
         let mut comm: ncclComm_t = std::ptr::null_mut();
+        let device = match resolve_device(device) {
+            Ok(device) => device,
+            Err(Error::Cuda(no_device)) if no_device.is_no_device() => {
+                // No usable GPU: ask the library anyway (it fails at its first device call, before
+                // any rendezvous), so the error names what NCCL/RCCL answered, and why.
+                // SAFETY: valid out-pointer; the id is passed by value.
+                let result = unsafe { ncclCommInitRank(&mut comm, world_size, raw, rank) };
+                if result == ncclSuccess {
+                    // SAFETY: the communicator was just created and is used by nothing else.
+                    unsafe { ncclCommDestroy(comm) };
+                    return Err(Error::Cuda(no_device));
+                }
+                return Err(without_device(nccl_error("ncclCommInitRank", result)));
+            }
+            Err(err) => return Err(err),
+        };
+        let stream = Stream::new(Some(device))?;
+        let scratch = Buffer::new(8, Some(device))?;
         // SAFETY: valid out-pointer; the id is passed by value.
         nccl("ncclCommInitRank", unsafe {
             ncclCommInitRank(&mut comm, world_size, raw, rank)
@@ -257,6 +291,7 @@ impl Communicator {
 
     pub fn all_reduce(&self, buffer: &Buffer, dtype: DataType, op: ncclRedOp_t) -> Result<()> {
         self.check_buffer(buffer)?;
+        buffer.check_writable("all_reduce (in place)")?;
         if buffer.nbytes().rem_euclid(dtype.size) != 0 {
             return Err(Error::Value(format!(
                 "a buffer of {} bytes is not a whole number of {} elements ({} bytes each)",
@@ -285,6 +320,9 @@ impl Communicator {
     pub fn broadcast(&self, buffer: &Buffer, root: i32) -> Result<()> {
         self.check_buffer(buffer)?;
         self.check_peer("root", root)?;
+        if root != self.rank {
+            buffer.check_writable("broadcast (receiving in place)")?;
+        }
         self.run("ncclBroadcast", |comm, stream| {
             // SAFETY: in place on a live buffer of nbytes bytes.
             unsafe {
@@ -325,6 +363,7 @@ impl Communicator {
     /// Receives `len` bytes from `peer` into `buffer` at `offset`.
     pub fn recv(&self, buffer: &Buffer, offset: usize, len: usize, peer: i32) -> Result<()> {
         self.check_buffer(buffer)?;
+        buffer.check_writable("recv")?;
         self.check_peer("peer", peer)?;
         check_range(buffer, offset, len)?;
         self.run("ncclRecv", |comm, stream| {

@@ -15,6 +15,13 @@ pub enum Error {
         result: i32,
         message: String,
     },
+    /// An NCCL/RCCL call failed where no GPU is usable: the library's answer and the device error
+    /// (Python: CollectiveNoDeviceError, both a CollectiveError and a NoDeviceError).
+    NcclNoDevice {
+        result: i32,
+        message: String,
+        device: CudaError,
+    },
     /// The operation ran on (or was interrupted by) a communicator this process aborted or destroyed.
     Aborted(String),
     /// A registered kernel is unknown or failed.
@@ -48,6 +55,9 @@ impl fmt::Display for Error {
         match self {
             Error::Cuda(e) => write!(f, "{e}"),
             Error::Nccl { message, .. } => f.write_str(message),
+            Error::NcclNoDevice {
+                message, device, ..
+            } => write!(f, "{message}; {device}"),
             Error::Checksum { message, .. } | Error::TransferAborted { message, .. } => {
                 f.write_str(message)
             }

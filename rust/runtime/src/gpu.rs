@@ -116,8 +116,15 @@ pub fn collective_info() -> CollectiveInfo {
 }
 
 pub fn all_reduce_single_rank(values: &[f32]) -> Result<Vec<f32>, Error> {
+    if let Err(no_device) = require_runtime() {
+        // Without a GPU the library's own answer to a one-rank communicator is the error to report
+        // (with the device error; when the library is missing, its load error is that answer).
+        let id = crate::comm::unique_id()?;
+        return Err(crate::comm::Communicator::new(&id, 1, 0, None)
+            .err()
+            .unwrap_or(no_device));
+    }
     load_collective()?;
-    require_runtime()?;
     // SAFETY: every pointer passed below is valid for the sizes given; the communicator is
     // destroyed on every path after a successful init.
     unsafe {

@@ -7,12 +7,39 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 pub mod comm;
+pub mod dlpack;
 pub mod error;
 pub mod gpu;
 pub mod memory;
 pub mod transfer;
 
 use error::Error;
+
+/// `CollectiveNoDeviceError(CollectiveError, NoDeviceError)`: a collective call failed where no GPU is
+/// usable. Both bases, so code that catches either sees it; made once, with two bases, which
+/// `create_exception!` cannot express.
+static COLLECTIVE_NO_DEVICE: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> =
+    pyo3::sync::PyOnceLock::new();
+
+fn collective_no_device_type(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
+    COLLECTIVE_NO_DEVICE
+        .get_or_try_init(py, || {
+            let bases = (py.get_type::<CollectiveError>(), py.get_type::<NoDeviceError>());
+            let namespace = PyDict::new(py);
+            namespace.set_item("__module__", "monarch_runtime._native")?;
+            namespace.set_item(
+                "__doc__",
+                "A collective (NCCL/RCCL) call failed where no GPU is usable: `.result` is what the \
+                 library answered; it is a CollectiveError and a NoDeviceError.",
+            )?;
+            let made = py
+                .import("builtins")?
+                .getattr("type")?
+                .call1(("CollectiveNoDeviceError", bases, namespace))?;
+            Ok::<_, PyErr>(made.cast_into::<pyo3::types::PyType>()?.unbind())
+        })
+        .map(|ty| ty.bind(py))
+}
 
 pyo3::create_exception!(
     _native,
@@ -65,16 +92,20 @@ fn with_result(py: Python<'_>, err: PyErr, result: Option<i32>) -> PyErr {
     err
 }
 
+/// The runtime's own name for a device error (hipErrorNoDevice on ROCm), then the CUDA name it maps to.
+fn device_names(e: &rocm_compat::CudaError) -> String {
+    if e.platform_name == e.name {
+        e.name.clone()
+    } else {
+        format!("{}, CUDA's {}", e.platform_name, e.name)
+    }
+}
+
 fn to_py(err: Error) -> PyErr {
     Python::attach(|py| match err {
-        // The runtime's own name first (hipErrorNoDevice on ROCm), then the CUDA name it maps to.
         Error::Cuda(e) if e.is_no_device() => NoDeviceError::new_err(format!(
             "no usable GPU ({}): {}. The {} build needs a driver and a device.",
-            if e.platform_name == e.name {
-                e.name.clone()
-            } else {
-                format!("{}, CUDA's {}", e.platform_name, e.name)
-            },
+            device_names(&e),
             e.message,
             rocm_compat::PLATFORM
         )),
@@ -83,6 +114,23 @@ fn to_py(err: Error) -> PyErr {
         Error::Nccl {
             result, message, ..
         } => with_result(py, CollectiveError::new_err(message), Some(result)),
+        Error::NcclNoDevice {
+            result,
+            message,
+            device,
+        } => {
+            let text = format!(
+                "{message}. No usable GPU ({}): {}. The {} build needs a driver and a device.",
+                device_names(&device),
+                device.message,
+                rocm_compat::PLATFORM
+            );
+            let err = match collective_no_device_type(py) {
+                Ok(ty) => PyErr::from_type(ty.clone(), text),
+                Err(e) => e,
+            };
+            with_result(py, err, Some(result))
+        }
         Error::Aborted(msg) => with_result(py, CommunicatorAborted::new_err(msg), None),
         Error::Kernel(msg) => MonarchError::new_err(msg),
         Error::Value(msg) => PyValueError::new_err(msg),
@@ -188,23 +236,135 @@ fn launch_kernel(py: Python<'_>, name: String, data: Vec<u8>) -> PyResult<Vec<u8
         .map_err(to_py)
 }
 
-/// Device memory (host memory on the CPU build), zero-filled.
+/// Device memory (host memory on the CPU build), zero-filled; or a DLPack producer's tensor,
+/// wrapped without a copy (`_dlpack=`, see monarch_runtime.from_dlpack).
 #[pyclass(frozen, subclass, module = "monarch_runtime._native", name = "Buffer")]
 struct PyBuffer {
     inner: Arc<memory::Buffer>,
+    meta: dlpack::Meta,
+    /// The producer a wrapped tensor came from, kept alive with the buffer.
+    owner: Option<Py<PyAny>>,
+}
+
+impl PyBuffer {
+    fn plain(inner: memory::Buffer) -> Self {
+        let meta = dlpack::Meta::bytes(inner.nbytes());
+        PyBuffer {
+            inner: Arc::new(inner),
+            meta,
+            owner: None,
+        }
+    }
 }
 
 #[pymethods]
 impl PyBuffer {
     #[new]
-    #[pyo3(signature = (nbytes, device=None))]
-    fn new(py: Python<'_>, nbytes: usize, device: Option<i32>) -> PyResult<Self> {
+    #[pyo3(signature = (nbytes=None, device=None, *, _dlpack=None))]
+    fn new(
+        py: Python<'_>,
+        nbytes: Option<usize>,
+        device: Option<i32>,
+        _dlpack: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        if let Some(producer) = _dlpack {
+            if nbytes.is_some() || device.is_some() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "a buffer wrapping a DLPack tensor takes its size and device from the tensor",
+                ));
+            }
+            let imported = dlpack::import(&producer)?;
+            return Ok(PyBuffer {
+                inner: Arc::new(imported.buffer),
+                meta: imported.meta,
+                owner: Some(producer.unbind()),
+            });
+        }
+        let nbytes = nbytes.ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "Buffer(nbytes, device=None): nbytes is required",
+            )
+        })?;
         let inner = py
             .detach(|| memory::Buffer::new(nbytes, device))
             .map_err(to_py)?;
-        Ok(PyBuffer {
-            inner: Arc::new(inner),
-        })
+        Ok(PyBuffer::plain(inner))
+    }
+
+    /// The element type: the wrapped tensor's (numpy/torch spelling), "uint8" for a plain buffer.
+    #[getter]
+    fn dtype(&self) -> String {
+        self.meta.dtype.name().unwrap_or_else(|_| "uint8".into())
+    }
+
+    /// The wrapped tensor's shape; (nbytes,) for a plain buffer.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        pyo3::types::PyTuple::new(py, &self.meta.shape)
+    }
+
+    /// Whether the memory is read-only (a read-only array or tensor): it cannot be written.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+
+    /// Whether the buffer wraps a producer's memory (from_dlpack) rather than its own.
+    #[getter]
+    fn is_view(&self) -> bool {
+        self.inner.is_external()
+    }
+
+    /// The address of the first byte (device memory on GPU builds).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.inner.at(0) as usize
+    }
+
+    /// The producer a wrapped tensor came from (None for a plain buffer).
+    #[getter]
+    fn owner(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.owner.as_ref().map(|o| o.clone_ref(py))
+    }
+
+    /// DLPack export: a capsule of this buffer's memory, no copy (with `copy=True`, of a copy).
+    /// Versioned (DLPack 1.x) when `max_version` allows it, else the legacy form.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = stream; // every operation of a Buffer has completed when it returns
+        let here = dlpack::device_of(&self.inner);
+        if let Some(wanted) = dl_device {
+            if wanted != here {
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "the buffer is on DLPack device {here:?}, not {wanted:?}: copy it there first"
+                )));
+            }
+        }
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        if copy == Some(true) {
+            let src = Arc::clone(&self.inner);
+            let dup = py
+                .detach(|| {
+                    let b = memory::Buffer::new(src.nbytes(), Some(src.device()))?;
+                    b.copy_from(0, &src, 0, src.nbytes())?;
+                    Ok::<_, Error>(b)
+                })
+                .map_err(to_py)?;
+            return dlpack::export(py, Arc::new(dup), &self.meta, versioned, true);
+        }
+        dlpack::export(py, Arc::clone(&self.inner), &self.meta, versioned, false)
+    }
+
+    /// (DLPack device type, device id): kDLCPU (1) on the CPU build, kDLCUDA (2), kDLROCM (10).
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        dlpack::device_of(&self.inner)
     }
 
     #[getter]
@@ -334,6 +494,24 @@ impl PyEvent {
     }
 }
 
+fn reduce_dtype(obj: &Bound<'_, PyAny>, dtype: Option<&str>) -> PyResult<comm::DataType> {
+    if let Some(name) = dtype {
+        return comm::parse_dtype(name).map_err(to_py);
+    }
+    match obj.cast::<PyBuffer>() {
+        Ok(b) if b.get().meta.typed => {
+            let name = b.get().meta.dtype.name().unwrap_or_default();
+            comm::parse_dtype(&name).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "a {name} tensor cannot be reduced: the collectives handle float32, float16, bfloat16 and \
+                     int32 (pass dtype= to reinterpret the bytes)"
+                ))
+            })
+        }
+        _ => comm::parse_dtype("f32").map_err(to_py),
+    }
+}
+
 fn buffer_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<memory::Buffer>> {
     let b = obj.cast::<PyBuffer>().map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err(format!(
@@ -408,17 +586,17 @@ impl PyCommunicator {
     }
 
     /// In-place all-reduce of `buffer` viewed as `dtype` elements (f32, f16, bf16, i32) with `op`
-    /// (sum, max, min, avg).
-    #[pyo3(signature = (buffer, op="sum", dtype="f32"))]
+    /// (sum, max, min, avg). dtype None: a wrapped tensor's own, f32 for a plain buffer.
+    #[pyo3(signature = (buffer, op="sum", dtype=None))]
     fn all_reduce(
         &self,
         py: Python<'_>,
         buffer: &Bound<'_, PyAny>,
         op: &str,
-        dtype: &str,
+        dtype: Option<&str>,
     ) -> PyResult<()> {
         let b = buffer_of(buffer)?;
-        let dtype = comm::parse_dtype(dtype).map_err(to_py)?;
+        let dtype = reduce_dtype(buffer, dtype)?;
         let op = comm::parse_op(op).map_err(to_py)?;
         let inner = Arc::clone(&self.inner);
         py.detach(move || inner.all_reduce(&b, dtype, op))
@@ -501,15 +679,49 @@ impl PyCommunicator {
         shadow: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
         let shadow = transfer::parse_shadow(shadow).map_err(to_py)?;
-        let owned: Vec<(String, Arc<memory::Buffer>)> = buffers
+        // A Buffer is a tensor leaf (its dtype and shape go in the manifest); bytes are a value leaf.
+        enum Owned {
+            Tensor(Arc<memory::Buffer>, String, Vec<i64>),
+            Value(Vec<u8>),
+        }
+        let owned: Vec<(String, Owned)> = buffers
             .iter()
-            .map(|(n, b)| Ok((n.clone(), buffer_of(b)?)))
+            .map(|(n, b)| {
+                if let Ok(bytes) = b.cast::<PyBytes>() {
+                    return Ok((n.clone(), Owned::Value(bytes.as_bytes().to_vec())));
+                }
+                let inner = buffer_of(b)?;
+                let (dtype, shape) = match b.cast::<PyBuffer>() {
+                    Ok(pb) => (
+                        pb.get()
+                            .meta
+                            .dtype
+                            .name()
+                            .unwrap_or_else(|_| "uint8".into()),
+                        pb.get().meta.shape.clone(),
+                    ),
+                    Err(_) => ("uint8".into(), vec![inner.nbytes() as i64]),
+                };
+                Ok((n.clone(), Owned::Tensor(inner, dtype, shape)))
+            })
             .collect::<PyResult<_>>()?;
         let inner = Arc::clone(&self.inner);
         let report = py
             .detach(move || {
-                let refs: Vec<(String, &memory::Buffer)> =
-                    owned.iter().map(|(n, b)| (n.clone(), &**b)).collect();
+                let refs: Vec<(String, transfer::Leaf<'_>)> = owned
+                    .iter()
+                    .map(|(n, o)| {
+                        let leaf = match o {
+                            Owned::Tensor(b, dtype, shape) => transfer::Leaf::Tensor {
+                                buffer: b,
+                                dtype: dtype.clone(),
+                                shape: shape.clone(),
+                            },
+                            Owned::Value(v) => transfer::Leaf::Value(v.clone()),
+                        };
+                        (n.clone(), leaf)
+                    })
+                    .collect();
                 let mut callback = |name: &str, offset: usize, len: usize| -> error::Result<()> {
                     match &progress {
                         None => Ok(()),
@@ -545,6 +757,11 @@ impl PyCommunicator {
             sums.set_item(name, sum)?;
         }
         d.set_item("checksums", sums)?;
+        let values = PyDict::new(py);
+        for (name, value) in report.values {
+            values.set_item(name, PyBytes::new(py, &value))?;
+        }
+        d.set_item("values", values)?;
         Ok(d)
     }
 }
@@ -560,6 +777,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TransferAborted", py.get_type::<TransferAborted>())?;
     m.add("TransferError", py.get_type::<TransferError>())?;
     m.add("ChecksumMismatch", py.get_type::<ChecksumMismatch>())?;
+    m.add("CollectiveNoDeviceError", collective_no_device_type(py)?)?;
     m.add_class::<PyBuffer>()?;
     m.add_class::<PyStream>()?;
     m.add_class::<PyEvent>()?;

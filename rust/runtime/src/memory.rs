@@ -106,16 +106,41 @@ fn bounds(what: &str, offset: usize, len: usize, nbytes: usize) -> Result<()> {
     }
 }
 
-/// Device memory (host memory on the CPU build), zero-filled, freed on drop.
-#[derive(Debug)]
+/// What keeps memory the buffer does not own alive (a DLPack producer's tensor); dropped with it.
+pub type Keepalive = Box<dyn Send + Sync>;
+
+/// Device memory (host memory on the CPU build): allocated here (zero-filled, freed on drop), or
+/// someone else's memory wrapped without a copy (`from_external`, kept alive until the drop).
 pub struct Buffer {
     ptr: CUdeviceptr,
     nbytes: usize,
     device: i32,
+    external: Option<Keepalive>,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("nbytes", &self.nbytes)
+            .field("device", &self.device)
+            .field("external", &self.external.is_some())
+            .field("read_only", &self.read_only)
+            .finish()
+    }
 }
 
 impl Buffer {
     pub fn new(nbytes: usize, device: Option<i32>) -> Result<Self> {
+        let buffer = Self::new_uninit(nbytes, device)?;
+        // SAFETY: the allocation holds at least `nbytes` bytes.
+        check(unsafe { cudaMemset(buffer.at(0), 0, nbytes) })?;
+        Ok(buffer)
+    }
+
+    /// A buffer whose contents are unspecified until written (staging and shadows, which are
+    /// written whole before being read: no zero-filling pass).
+    pub fn new_uninit(nbytes: usize, device: Option<i32>) -> Result<Self> {
         let device = resolve_device(device)?;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid out-pointer; at least one byte so the pointer is never null.
@@ -124,14 +149,56 @@ impl Buffer {
             ptr: CUdeviceptr::from_ptr(ptr),
             nbytes,
             device,
+            external: None,
+            read_only: false,
         };
-        // SAFETY: the allocation holds at least `nbytes` bytes.
-        check(unsafe { cudaMemset(ptr, 0, nbytes) })?;
         Ok(buffer)
+    }
+
+    /// Wraps `nbytes` of memory at `ptr` on `device` that someone else owns; `keep` holds it alive
+    /// and is dropped with the buffer (nothing is freed here). `read_only`: writes are refused.
+    ///
+    /// # Safety
+    /// `ptr` must address `nbytes` bytes of `device`'s memory (host memory on the CPU build),
+    /// readable (and writable unless `read_only`) for as long as `keep` lives.
+    pub unsafe fn from_external(
+        ptr: *mut c_void,
+        nbytes: usize,
+        device: i32,
+        keep: Keepalive,
+        read_only: bool,
+    ) -> Self {
+        Buffer {
+            ptr: CUdeviceptr::from_ptr(ptr),
+            nbytes,
+            device,
+            external: Some(keep),
+            read_only,
+        }
     }
 
     pub fn nbytes(&self) -> usize {
         self.nbytes
+    }
+
+    /// Memory someone else owns (wrapped from DLPack), not allocated here.
+    pub fn is_external(&self) -> bool {
+        self.external.is_some()
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// An error unless the buffer may be written (`what` says how it would be).
+    pub fn check_writable(&self, what: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Value(format!(
+                "{what}: the buffer wraps read-only memory (a read-only array or tensor, DLPack's \
+                 READ_ONLY flag) and cannot be written; pass a writable one"
+            )));
+        }
+        Ok(())
     }
 
     pub fn device(&self) -> i32 {
@@ -145,6 +212,7 @@ impl Buffer {
 
     /// Copies host bytes into the buffer at `offset`.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_writable("a write")?;
         bounds("a write", offset, data.len(), self.nbytes)?;
         use_device(self.device)?;
         // SAFETY: bounds checked; `data` is readable for its length.
@@ -183,6 +251,7 @@ impl Buffer {
         src_offset: usize,
         len: usize,
     ) -> Result<()> {
+        self.check_writable("a copy")?;
         bounds("a copy", offset, len, self.nbytes)?;
         bounds("a copy", src_offset, len, src.nbytes)?;
         use_device(self.device)?;
@@ -200,6 +269,7 @@ impl Buffer {
 
     /// Sets every byte to `value`.
     pub fn fill(&self, value: u8) -> Result<()> {
+        self.check_writable("a fill")?;
         use_device(self.device)?;
         // SAFETY: the allocation holds `nbytes` bytes.
         check(unsafe { cudaMemset(self.at(0), value as c_int, self.nbytes) })?;
@@ -250,6 +320,9 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.external.take().is_some() {
+            return; // someone else's memory: released by dropping the keepalive
+        }
         // SAFETY: `ptr` came from cudaMalloc and is freed once.
         unsafe { cudaFree(self.ptr.as_ptr()) };
     }

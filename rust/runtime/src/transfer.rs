@@ -3,10 +3,15 @@
 //!
 //! Protocol (all point-to-point between donor and receiver, on the communicator's stream):
 //!
-//! 1. donor -> receiver: a 16-byte header (manifest length, chunk size) and the manifest (per
-//!    buffer: name, size, the donor's mr-sum64 computed on the device just before).
-//! 2. receiver -> donor: an 8-byte length and, if not zero, why the receiver rejects the state
-//!    (names or sizes differ, the chunk exceeds its staging size). Both raise TransferError then.
+//! 1. donor -> receiver: a 16-byte header (manifest length, chunk size) and the manifest: per leaf
+//!    its name, kind (tensor or value), dtype, shape, byte size and the donor's mr-sum64 computed on
+//!    the device just before; a value leaf (a step counter, a learning rate: anything that is not a
+//!    tensor) carries its encoded bytes instead.
+//! 2. receiver -> donor: a 16-byte header (rejection length, manifest length), why the receiver
+//!    rejects the state if it does (its own problems: the chunk exceeds its staging size, a
+//!    read-only target, no room for a device shadow) and its own manifest. Each side compares the
+//!    two manifests with the same function, so both raise TransferError naming the same first
+//!    differing leaf (name, kind, dtype, shape or size) before any data moves.
 //! 3. donor -> receiver: every buffer in chunks of at most `chunk` bytes, sent from the donor's
 //!    buffers directly. The receiver receives each chunk into one staging buffer of `chunk` bytes
 //!    (the only device memory the transfer needs), adds its partial checksum (device kernel) and
@@ -29,13 +34,88 @@ use crate::comm::Communicator;
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
 
-const MAGIC: &[u8; 8] = b"MRSTATE1";
+const MAGIC: &[u8; 8] = b"MRSTATE2";
+
+/// One leaf of a state as the transfer sees it.
+pub enum Leaf<'a> {
+    /// A tensor (or a plain buffer: dtype "uint8", shape [nbytes]): its bytes move.
+    Tensor {
+        buffer: &'a Buffer,
+        dtype: String,
+        shape: Vec<i64>,
+    },
+    /// Anything else, encoded by the caller: carried in the manifest, donor to receiver.
+    Value(Vec<u8>),
+}
+
+impl Leaf<'_> {
+    fn buffer(&self) -> Option<&Buffer> {
+        match self {
+            Leaf::Tensor { buffer, .. } => Some(buffer),
+            Leaf::Value(_) => None,
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub name: String,
+    pub tensor: bool,
+    pub dtype: String,
+    pub shape: Vec<i64>,
     pub nbytes: usize,
     pub checksum: u64,
+    /// A value leaf's bytes (empty for a tensor).
+    pub value: Vec<u8>,
+}
+
+impl Entry {
+    fn describe(&self) -> String {
+        if self.tensor {
+            format!(
+                "a {} tensor of shape {:?} ({} bytes)",
+                self.dtype, self.shape, self.nbytes
+            )
+        } else {
+            "a non-tensor value".into()
+        }
+    }
+}
+
+/// The manifest entries of `leaves` (checksums when `checksum` is given).
+fn entries_of(
+    leaves: &[(String, Leaf<'_>)],
+    mut checksum: impl FnMut(&Buffer) -> Result<u64>,
+) -> Result<Vec<Entry>> {
+    leaves
+        .iter()
+        .map(|(name, leaf)| {
+            Ok(match leaf {
+                Leaf::Tensor {
+                    buffer,
+                    dtype,
+                    shape,
+                } => Entry {
+                    name: name.clone(),
+                    tensor: true,
+                    dtype: dtype.clone(),
+                    shape: shape.clone(),
+                    nbytes: buffer.nbytes(),
+                    checksum: checksum(buffer)?,
+                    value: Vec::new(),
+                },
+                Leaf::Value(v) => Entry {
+                    name: name.clone(),
+                    tensor: false,
+                    dtype: String::new(),
+                    shape: Vec::new(),
+                    nbytes: 0,
+                    checksum: 0,
+                    value: v.clone(),
+                },
+            })
+        })
+        .collect()
 }
 
 /// Where the receiver keeps the incoming state until every buffer has matched its checksum.
@@ -75,16 +155,29 @@ pub struct Report {
     pub seconds: f64,
     /// The donor's checksum of each buffer (verified on the receiver).
     pub checksums: Vec<(String, u64)>,
+    /// The donor's value leaves (on the receiver; the caller decodes them).
+    pub values: Vec<(String, Vec<u8>)>,
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+    out.extend_from_slice(b);
 }
 
 fn encode(entries: &[Entry]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
     for e in entries {
-        out.extend_from_slice(&(e.name.len() as u64).to_le_bytes());
-        out.extend_from_slice(e.name.as_bytes());
+        put_bytes(&mut out, e.name.as_bytes());
+        out.push(u8::from(e.tensor));
+        put_bytes(&mut out, e.dtype.as_bytes());
+        out.extend_from_slice(&(e.shape.len() as u64).to_le_bytes());
+        for d in &e.shape {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
         out.extend_from_slice(&(e.nbytes as u64).to_le_bytes());
         out.extend_from_slice(&e.checksum.to_le_bytes());
+        put_bytes(&mut out, &e.value);
     }
     out
 }
@@ -105,12 +198,26 @@ fn decode(data: &[u8]) -> Option<Vec<Entry>> {
     for _ in 0..count {
         let len = u64_at(take(8)?) as usize;
         let name = String::from_utf8(take(len)?.to_vec()).ok()?;
+        let tensor = take(1)?[0] != 0;
+        let len = u64_at(take(8)?) as usize;
+        let dtype = String::from_utf8(take(len)?.to_vec()).ok()?;
+        let ndim = u64_at(take(8)?) as usize;
+        let mut shape = Vec::with_capacity(ndim.min(64));
+        for _ in 0..ndim {
+            shape.push(u64_at(take(8)?) as i64);
+        }
         let nbytes = u64_at(take(8)?) as usize;
         let checksum = u64_at(take(8)?);
+        let len = u64_at(take(8)?) as usize;
+        let value = take(len)?.to_vec();
         entries.push(Entry {
             name,
+            tensor,
+            dtype,
+            shape,
             nbytes,
             checksum,
+            value,
         });
     }
     Some(entries)
@@ -120,25 +227,58 @@ fn u64_le(data: &[u8]) -> u64 {
     u64::from_le_bytes(data[..8].try_into().unwrap_or([0; 8]))
 }
 
-/// What the receiver objects to in the donor's manifest (empty: acceptable).
-pub fn mismatches(manifest: &[Entry], mine: &[(String, usize)]) -> Vec<String> {
+/// How the donor's manifest and the receiver's differ, first differing leaf first (in the donor's
+/// order, then leaves only the receiver has). Empty: they agree on every name, kind, dtype, shape
+/// and size. Both sides run it on the same two manifests, so they name the same leaves.
+pub fn mismatches(donor: &[Entry], receiver: &[Entry]) -> Vec<String> {
     let mut problems = Vec::new();
-    for e in manifest {
-        match mine.iter().find(|(n, _)| *n == e.name) {
-            None => problems.push(format!("buffer {:?} is missing on the receiver", e.name)),
-            Some((_, size)) if *size != e.nbytes => problems.push(format!(
-                "buffer {:?} is {} bytes on the donor and {size} on the receiver",
-                e.name, e.nbytes
+    for e in donor {
+        match receiver.iter().find(|r| r.name == e.name) {
+            None => problems.push(format!(
+                "leaf {:?} ({} on the donor) is missing on the receiver",
+                e.name,
+                e.describe()
             )),
+            Some(r)
+                if r.tensor != e.tensor
+                    || (e.tensor
+                        && (r.dtype != e.dtype || r.shape != e.shape || r.nbytes != e.nbytes)) =>
+            {
+                problems.push(format!(
+                    "leaf {:?} is {} on the donor and {} on the receiver",
+                    e.name,
+                    e.describe(),
+                    r.describe()
+                ))
+            }
             Some(_) => {}
         }
     }
-    for (name, _) in mine {
-        if !manifest.iter().any(|e| e.name == *name) {
-            problems.push(format!("buffer {name:?} is not in the donor's state"));
+    for r in receiver {
+        if !donor.iter().any(|e| e.name == r.name) {
+            problems.push(format!(
+                "leaf {:?} ({} on the receiver) is not in the donor's state",
+                r.name,
+                r.describe()
+            ));
         }
     }
     problems
+}
+
+/// One line for a list of problems: the first in full, then how many more (the first few named).
+fn summary(problems: &[String]) -> String {
+    let mut text = problems.first().cloned().unwrap_or_default();
+    if problems.len() > 1 {
+        let more: Vec<&str> = problems[1..].iter().take(4).map(String::as_str).collect();
+        text.push_str(&format!(
+            " (and {} more: {}{})",
+            problems.len() - 1,
+            more.join("; "),
+            if problems.len() > 5 { "; ..." } else { "" }
+        ));
+    }
+    text
 }
 
 /// Transfers `buffers` from rank `donor` to rank `receiver`; every rank of the pair calls it with
@@ -146,7 +286,7 @@ pub fn mismatches(manifest: &[Entry], mine: &[(String, usize)]) -> Vec<String> {
 /// runs before each chunk is sent (donor) and after each chunk is received (receiver).
 pub fn transfer_state(
     comm: &Communicator,
-    buffers: &[(String, &Buffer)],
+    leaves: &[(String, Leaf<'_>)],
     donor: i32,
     receiver: i32,
     staging_bytes: usize,
@@ -171,10 +311,13 @@ pub fn transfer_state(
             "staging_bytes must be at least 8, not {staging_bytes}"
         )));
     }
-    for (i, (name, buffer)) in buffers.iter().enumerate() {
-        if buffers[..i].iter().any(|(n, _)| n == name) {
+    for (i, (name, leaf)) in leaves.iter().enumerate() {
+        if leaves[..i].iter().any(|(n, _)| n == name) {
             return Err(Error::Value(format!("buffer name {name:?} appears twice")));
         }
+        let Some(buffer) = leaf.buffer() else {
+            continue;
+        };
         if buffer.device() != comm.device() {
             return Err(Error::Value(format!(
                 "buffer {name:?} is on device {} and the communicator on device {}",
@@ -189,21 +332,26 @@ pub fn transfer_state(
         role: "idle",
         shadow: "",
         peer: -1,
-        buffers: buffers.len(),
-        bytes: buffers.iter().map(|(_, b)| b.nbytes() as u64).sum(),
+        buffers: leaves.iter().filter(|(_, l)| l.buffer().is_some()).count(),
+        bytes: leaves
+            .iter()
+            .filter_map(|(_, l)| l.buffer())
+            .map(|b| b.nbytes() as u64)
+            .sum(),
         chunks: 0,
         chunk_bytes: chunk,
         seconds: 0.0,
         checksums: Vec::new(),
+        values: Vec::new(),
     };
     if comm.rank() == donor {
         report.role = "donor";
         report.peer = receiver;
-        donate(comm, buffers, receiver, chunk, progress, &mut report)?;
+        donate(comm, leaves, receiver, chunk, progress, &mut report)?;
     } else if comm.rank() == receiver {
         report.role = "receiver";
         report.peer = donor;
-        receive(comm, buffers, donor, chunk, shadow, progress, &mut report)?;
+        receive(comm, leaves, donor, chunk, shadow, progress, &mut report)?;
     } else {
         report.bytes = 0;
     }
@@ -242,22 +390,16 @@ fn interrupted(role: &str, err: Error, done: u64, total: u64, at: &str, keep: &s
 
 fn donate(
     comm: &Communicator,
-    buffers: &[(String, &Buffer)],
+    leaves: &[(String, Leaf<'_>)],
     receiver: i32,
     chunk: usize,
     progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
     report: &mut Report,
 ) -> Result<()> {
-    let mut entries = Vec::with_capacity(buffers.len());
-    for (name, buffer) in buffers {
-        entries.push(Entry {
-            name: name.clone(),
-            nbytes: buffer.nbytes(),
-            checksum: buffer.checksum(Some(comm.stream()))?,
-        });
-    }
+    let entries = entries_of(leaves, |b| b.checksum(Some(comm.stream())))?;
     report.checksums = entries
         .iter()
+        .filter(|e| e.tensor)
         .map(|e| (e.name.clone(), e.checksum))
         .collect();
     let manifest = encode(&entries);
@@ -267,16 +409,33 @@ fn donate(
     header.extend_from_slice(&(chunk as u64).to_le_bytes());
     comm.send_host(&header, receiver).map_err(handshake)?;
     comm.send_host(&manifest, receiver).map_err(handshake)?;
-    let reply = u64_le(&comm.recv_host(8, receiver).map_err(handshake)?) as usize;
-    if reply > 0 {
-        let text = comm.recv_host(reply, receiver).map_err(handshake)?;
+    let reply = comm.recv_host(16, receiver).map_err(handshake)?;
+    let (rejection_len, theirs_len) = (u64_le(&reply) as usize, u64_le(&reply[8..]) as usize);
+    let rejection = if rejection_len > 0 {
+        comm.recv_host(rejection_len, receiver).map_err(handshake)?
+    } else {
+        Vec::new()
+    };
+    let theirs = comm.recv_host(theirs_len, receiver).map_err(handshake)?;
+    // The donor checks the receiver's manifest itself too: both sides name the same leaf.
+    let mut problems = match decode(&theirs) {
+        Some(theirs) => mismatches(&entries, &theirs),
+        None => vec!["the receiver's manifest is malformed".into()],
+    };
+    if !rejection.is_empty() {
+        problems.push(String::from_utf8_lossy(&rejection).into_owned());
+    }
+    if !problems.is_empty() {
         return Err(Error::Transfer(format!(
-            "the receiver (rank {receiver}) rejected the state: {}",
-            String::from_utf8_lossy(&text)
+            "the receiver (rank {receiver}) does not match this donor's state; nothing was sent: {}",
+            summary(&problems)
         )));
     }
     let mut done = 0u64;
-    for (name, buffer) in buffers {
+    for (name, leaf) in leaves {
+        let Some(buffer) = leaf.buffer() else {
+            continue;
+        };
         let mut offset = 0;
         while offset < buffer.nbytes() {
             let len = chunk.min(buffer.nbytes() - offset);
@@ -326,7 +485,7 @@ fn quoted(names: &[String]) -> String {
 #[allow(clippy::too_many_arguments)]
 fn receive(
     comm: &Communicator,
-    buffers: &[(String, &Buffer)],
+    leaves: &[(String, Leaf<'_>)],
     donor: i32,
     chunk: usize,
     shadow: Shadow,
@@ -338,11 +497,8 @@ fn receive(
     let header = comm.recv_host(16, donor).map_err(handshake)?;
     let (manifest_len, donor_chunk) = (u64_le(&header) as usize, u64_le(&header[8..]) as usize);
     let manifest = comm.recv_host(manifest_len, donor).map_err(handshake)?;
-    let mine: Vec<(String, usize)> = buffers
-        .iter()
-        .map(|(n, b)| (n.clone(), b.nbytes()))
-        .collect();
-    let (entries, mut problems) = match decode(&manifest) {
+    let mine = entries_of(leaves, |_| Ok(0))?;
+    let (all_entries, mut problems) = match decode(&manifest) {
         Some(entries) => {
             let problems = mismatches(&entries, &mine);
             (entries, problems)
@@ -352,12 +508,26 @@ fn receive(
             vec!["the donor's manifest is malformed".to_string()],
         ),
     };
+    let structural = problems.len();
+    for (name, leaf) in leaves {
+        if leaf.buffer().is_some_and(Buffer::is_read_only) {
+            problems.push(format!(
+                "leaf {name:?} is read-only on the receiver (a read-only array or tensor cannot be a receive target)"
+            ));
+        }
+    }
     if donor_chunk == 0 || donor_chunk.rem_euclid(8) != 0 || donor_chunk > chunk {
         problems.push(format!(
             "the donor sends chunks of {donor_chunk} bytes and the receiver stages at most {chunk}: \
              pass the same staging_bytes on both ranks"
         ));
     }
+    report.values = all_entries
+        .iter()
+        .filter(|e| !e.tensor)
+        .map(|e| (e.name.clone(), e.value.clone()))
+        .collect();
+    let entries: Vec<Entry> = all_entries.into_iter().filter(|e| e.tensor).collect();
     // Device shadows are allocated before answering, so a forced "device" that does not fit is a
     // rejection rather than a failure mid-stream.
     let state_bytes: usize = entries.iter().map(|e| e.nbytes).sum();
@@ -373,7 +543,7 @@ fn receive(
     if want_device {
         match entries
             .iter()
-            .map(|e| Buffer::new(e.nbytes, Some(comm.device())))
+            .map(|e| Buffer::new_uninit(e.nbytes, Some(comm.device())))
             .collect::<Result<Vec<_>>>()
         {
             Ok(shadows) => device_shadows = Some(shadows),
@@ -389,14 +559,21 @@ fn receive(
     } else {
         "host"
     };
-    let rejection = problems.join("; ");
-    comm.send_host(&(rejection.len() as u64).to_le_bytes(), donor)
-        .map_err(handshake)?;
+    // Problems of this receiver's own (not in the manifests) go to the donor as text.
+    let rejection = problems[structural..].join("; ");
+    let own = encode(&mine);
+    let mut reply = (rejection.len() as u64).to_le_bytes().to_vec();
+    reply.extend_from_slice(&(own.len() as u64).to_le_bytes());
+    comm.send_host(&reply, donor).map_err(handshake)?;
     if !rejection.is_empty() {
         comm.send_host(rejection.as_bytes(), donor)
             .map_err(handshake)?;
+    }
+    comm.send_host(&own, donor).map_err(handshake)?;
+    if !problems.is_empty() {
         return Err(Error::Transfer(format!(
-            "the state from the donor (rank {donor}) does not fit this receiver: {rejection}"
+            "the state from the donor (rank {donor}) does not match this receiver's; nothing was received: {}",
+            summary(&problems)
         )));
     }
     report.checksums = entries
@@ -405,11 +582,35 @@ fn receive(
         .collect();
     report.chunk_bytes = donor_chunk;
     let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
-    let outcome = (|| -> Result<Vec<Vec<u8>>> {
+    let outcome = std::thread::scope(|scope| -> Result<Vec<Vec<u8>>> {
+        // Device shadows receive in place, and a checker thread checksums each chunk (on a stream
+        // of its own) while the next one arrives.
+        let (chunks_tx, chunks_rx) = std::sync::mpsc::channel::<(usize, usize, usize)>();
+        let checker = device_shadows.as_ref().map(|shadows| {
+            let device = comm.device();
+            scope.spawn(move || -> Result<Vec<u64>> {
+                let stream = crate::memory::Stream::new(Some(device))?;
+                let mut sums = vec![0u64; shadows.len()];
+                for (index, offset, len) in chunks_rx {
+                    let s = shadows[index].partial_checksum(
+                        offset,
+                        len,
+                        (offset / 8) as u64,
+                        Some(&stream),
+                    )?;
+                    sums[index] = sums[index].wrapping_add(s);
+                }
+                Ok(sums)
+            })
+        });
+        let mut entry_sums = vec![0u64; entries.len()];
         // Host shadows receive through one staging chunk; device shadows receive in place.
         let staging = match device_shadows {
             Some(_) => None,
-            None => Some(Buffer::new(donor_chunk.min(largest), Some(comm.device()))?),
+            None => Some(Buffer::new_uninit(
+                donor_chunk.min(largest),
+                Some(comm.device()),
+            )?),
         };
         let mut shadows = Vec::with_capacity(entries.len());
         let mut bad = Vec::new();
@@ -436,14 +637,11 @@ fn receive(
                             s
                         }
                         (None, Some(shadows)) => {
-                            let target = &shadows[index];
-                            comm.recv(target, offset, len, donor)?;
-                            target.partial_checksum(
-                                offset,
-                                len,
-                                (offset / 8) as u64,
-                                Some(comm.stream()),
-                            )?
+                            comm.recv(&shadows[index], offset, len, donor)?;
+                            // Checksummed by the checker thread (a send fails only if it stopped
+                            // on an error, which its join reports).
+                            let _ = chunks_tx.send((index, offset, len));
+                            0
                         }
                         (None, None) => unreachable!("a staging buffer or device shadows"),
                     };
@@ -468,10 +666,23 @@ fn receive(
                 done += len as u64;
                 report.chunks += 1;
             }
-            if finalize(sum, entry.nbytes) != entry.checksum {
+            entry_sums[index] = sum;
+            shadows.push(host);
+        }
+        drop(chunks_tx);
+        if let Some(checker) = checker {
+            entry_sums = checker
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+                .map_err(|err| {
+                    let err = abort_on_local_failure(comm, err);
+                    interrupted("receiver", err, done, report.bytes, "", keep)
+                })?;
+        }
+        for (entry, sum) in entries.iter().zip(&entry_sums) {
+            if finalize(*sum, entry.nbytes) != entry.checksum {
                 bad.push(entry.name.clone());
             }
-            shadows.push(host);
         }
         let verdict = bad.join("\0");
         let send_verdict = || -> Result<()> {
@@ -493,12 +704,13 @@ fn receive(
             });
         }
         Ok(shadows)
-    })()?;
+    })?;
     // Commit: every buffer arrived and matched.
     for (index, (entry, host)) in entries.iter().zip(outcome).enumerate() {
-        let (_, dest) = buffers
+        let dest = leaves
             .iter()
             .find(|(n, _)| *n == entry.name)
+            .and_then(|(_, l)| l.buffer())
             .expect("matched against the manifest");
         match &device_shadows {
             Some(shadows) => dest.copy_from(0, &shadows[index], 0, entry.nbytes)?,
@@ -514,25 +726,53 @@ mod tests {
     use crate::comm::unique_id;
     use std::thread;
 
+    fn tensor(name: &str, dtype: &str, shape: &[i64], nbytes: usize) -> Entry {
+        Entry {
+            name: name.into(),
+            tensor: true,
+            dtype: dtype.into(),
+            shape: shape.to_vec(),
+            nbytes,
+            checksum: 7,
+            value: Vec::new(),
+        }
+    }
+
     #[test]
     fn manifest_round_trip_and_mismatches() {
+        let step = Entry {
+            name: "opt.step".into(),
+            tensor: false,
+            dtype: String::new(),
+            shape: Vec::new(),
+            nbytes: 0,
+            checksum: 0,
+            value: b"5".to_vec(),
+        };
         let entries = vec![
-            Entry {
-                name: "w".into(),
-                nbytes: 10,
-                checksum: 7,
-            },
-            Entry {
-                name: "é".into(),
-                nbytes: 0,
-                checksum: 0,
-            },
+            tensor("w", "float32", &[2, 5], 40),
+            tensor("é", "uint8", &[0], 0),
+            step.clone(),
         ];
         assert_eq!(decode(&encode(&entries)), Some(entries.clone()));
         assert_eq!(decode(b"garbage"), None);
-        assert!(mismatches(&entries, &[("w".into(), 10), ("é".into(), 0)]).is_empty());
-        let problems = mismatches(&entries, &[("w".into(), 11), ("x".into(), 1)]);
+        let mut same = entries.clone();
+        same[2].value = b"0".to_vec(); // values differ in content only: fine
+        assert!(mismatches(&entries, &same).is_empty());
+        let other = vec![
+            tensor("w", "float16", &[2, 5], 20),
+            tensor("x", "uint8", &[1], 1),
+            step,
+        ];
+        let problems = mismatches(&entries, &other);
         assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems[0].contains("\"w\"") && problems[0].contains("float16"),
+            "{problems:?}"
+        );
+        assert!(summary(&problems).starts_with("leaf \"w\""));
+        // The same first difference seen from the other side.
+        assert!(mismatches(&other, &entries)[0].contains("\"w\""));
     }
 
     /// Two threads: the donor's state moves in many chunks; with `abort_at`, the donor aborts after
@@ -557,8 +797,17 @@ mod tests {
                             (format!("b{i}"), b)
                         })
                         .collect();
-                    let refs: Vec<(String, &Buffer)> =
-                        bufs.iter().map(|(n, b)| (n.clone(), b)).collect();
+                    let refs: Vec<(String, Leaf<'_>)> = bufs
+                        .iter()
+                        .map(|(n, b)| {
+                            let leaf = Leaf::Tensor {
+                                buffer: b,
+                                dtype: "uint8".into(),
+                                shape: vec![b.nbytes() as i64],
+                            };
+                            (n.clone(), leaf)
+                        })
+                        .collect();
                     let mut chunks = 0;
                     let mut progress = |_: &str, _: usize, _: usize| {
                         chunks += 1;

@@ -1,6 +1,7 @@
 //! The `cpu` platform: every CUDA-named item emulated on the host (see each module).
 mod bridge;
 mod nccl;
+mod net;
 mod runtime;
 
 pub use bridge::*;

@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::net::{self, NetComm};
 use super::runtime::static_cstr;
 use crate::ffi::cudaStream_t;
 use crate::nccl::*;
@@ -56,7 +57,7 @@ fn fail(result: ncclResult_t, message: String) -> ncclResult_t {
 }
 
 /// A failure: the result code and its description (for ncclGetLastError).
-type Failure = (ncclResult_t, String);
+pub(super) type Failure = (ncclResult_t, String);
 type Outcome = Result<(), Failure>;
 
 fn code(outcome: Outcome) -> ncclResult_t {
@@ -71,7 +72,7 @@ fn code(outcome: Outcome) -> ncclResult_t {
 
 /// What a collective call looked like on one rank; every rank must agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Signature {
+pub(super) enum Signature {
     AllReduce {
         count: usize,
         datatype: ncclDataType_t,
@@ -180,6 +181,8 @@ struct Registry {
     pending: HashMap<Vec<u8>, Arc<Group>>,
     /// Live communicators by handle.
     comms: HashMap<usize, Arc<Member>>,
+    /// Live communicators across processes (host/net.rs), by handle (from the same counter).
+    nets: HashMap<usize, Arc<NetComm>>,
     next_handle: usize,
 }
 
@@ -204,6 +207,11 @@ fn member(comm: ncclComm_t) -> Result<Arc<Member>, (ncclResult_t, String)> {
                 ),
             )
         })
+}
+
+/// The cross-process communicator behind `comm`, if it is one.
+fn net_comm(comm: ncclComm_t) -> Option<Arc<NetComm>> {
+    registry().nets.get(&(comm as usize)).cloned()
 }
 
 fn timeout() -> Duration {
@@ -354,7 +362,7 @@ fn reduce_floats(
     out
 }
 
-fn reduce(parts: &[&[u8]], datatype: ncclDataType_t, op: ncclRedOp_t) -> Vec<u8> {
+pub(super) fn reduce(parts: &[&[u8]], datatype: ncclDataType_t, op: ncclRedOp_t) -> Vec<u8> {
     let n = parts.len();
     match datatype {
         ncclInt8 => reduce_ints!(i8, parts, op, n),
@@ -417,6 +425,8 @@ enum Posted {
         recvbuff: *mut u8,
         nbytes: usize,
     },
+    /// An operation of a communicator across processes.
+    Net(net::Op),
 }
 
 thread_local! {
@@ -442,6 +452,7 @@ fn submit(posted: Posted) -> Outcome {
 
 fn complete(posted: Posted) -> Outcome {
     match posted {
+        Posted::Net(op) => net::complete(op),
         Posted::Collective {
             member,
             seq,
@@ -559,7 +570,11 @@ unsafe fn post_collective(
     signature: Signature,
     datatype: ncclDataType_t,
 ) -> Outcome {
-    let member = member(comm)?;
+    let net = net_comm(comm);
+    let member = match &net {
+        Some(_) => None,
+        None => Some(member(comm)?),
+    };
     let Some(width) = element_size(datatype) else {
         return Err((
             ncclInvalidArgument,
@@ -571,6 +586,25 @@ unsafe fn post_collective(
         return Err((ncclInvalidArgument, "null buffer".into()));
     }
     let contribution = sendbuff.map(|p| bytes(p, nbytes).to_vec());
+    if let Signature::Broadcast { root, .. } = signature {
+        let nranks = net.as_ref().map_or_else(
+            || member.as_ref().map_or(0, |m| m.group.nranks),
+            |n| n.nranks,
+        );
+        if root >= nranks {
+            return Err((ncclInvalidArgument, format!("root {root} is not a rank")));
+        }
+    }
+    let Some(member) = member else {
+        let net = net.expect("one of the two");
+        let op = net.post_collective(
+            signature,
+            contribution.unwrap_or_default(),
+            recvbuff as *mut u8,
+            nbytes,
+        )?;
+        return submit(Posted::Net(op));
+    };
     let group = Arc::clone(&member.group);
     let n = group.nranks;
     let mut state = group.lock();
@@ -649,6 +683,7 @@ pub unsafe fn ncclGetUniqueId(id: *mut ncclUniqueId) -> ncclResult_t {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     raw[20..28].copy_from_slice(&nonce.to_le_bytes());
+    net::issue(&mut raw);
     for (dst, src) in (*id).internal.iter_mut().zip(raw) {
         *dst = src as c_char;
     }
@@ -661,15 +696,19 @@ pub unsafe fn ncclCommInitRank(
     id: ncclUniqueId,
     rank: c_int,
 ) -> ncclResult_t {
-    code(init_rank(comm, nranks, id, rank, timeout()))
+    let force_tcp = std::env::var("MONARCH_HOST_COMM_TRANSPORT").is_ok_and(|v| v.trim() == "tcp");
+    code(init_rank(comm, nranks, id, rank, timeout(), force_tcp))
 }
 
+/// `force_tcp`: use the loopback transport even when every rank is in this process (tests and
+/// benchmarks of the transport; `MONARCH_HOST_COMM_TRANSPORT=tcp`).
 unsafe fn init_rank(
     comm: *mut ncclComm_t,
     nranks: c_int,
     id: ncclUniqueId,
     rank: c_int,
     limit: Duration,
+    force_tcp: bool,
 ) -> Outcome {
     if comm.is_null() {
         return Err((ncclInvalidArgument, "null communicator pointer".into()));
@@ -681,15 +720,51 @@ unsafe fn init_rank(
         ));
     }
     let key: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
-    if &key[..8] != MAGIC || key[8..12] != std::process::id().to_le_bytes() {
+    if &key[..8] != MAGIC {
         return Err((
             ncclInvalidArgument,
-            "the unique id was not made by ncclGetUniqueId in this process: the CPU build's communicators \
-             connect threads of one process only (use a CUDA or ROCm build across processes)"
-                .into(),
+            "the unique id was not made by ncclGetUniqueId of a monarch_runtime CPU build".into(),
         ));
     }
     let (nranks, rank) = (nranks as usize, rank as usize);
+    let info = net::IdInfo::parse(&key);
+    let start = Instant::now();
+    if info.port != 0 {
+        // Rendezvous through the id's server: in-process if every rank turns out to be here.
+        let (listener, port) = net::listen()?;
+        let roster = net::rendezvous(&info, nranks, rank, port, limit)?;
+        let left = limit.saturating_sub(start.elapsed());
+        if force_tcp || roster.iter().any(|(pid, _)| *pid != std::process::id()) {
+            let net = net::connect(&info, &roster, rank, listener, left)?;
+            let mut reg = registry();
+            reg.next_handle += 1;
+            let handle = reg.next_handle;
+            reg.nets.insert(handle, net);
+            *comm = handle as ncclComm_t;
+            return Ok(());
+        }
+        drop(listener);
+        return join_local(comm, key, nranks, rank, left.max(Duration::from_secs(1)));
+    }
+    if key[8..12] != std::process::id().to_le_bytes() {
+        return Err((
+            ncclInvalidArgument,
+            "the unique id was made in another process by one that could not listen on 127.0.0.1, so it \
+             connects threads of that process only"
+                .into(),
+        ));
+    }
+    join_local(comm, key, nranks, rank, limit)
+}
+
+/// Joins the in-process group of `key` (every rank is a thread of this process).
+unsafe fn join_local(
+    comm: *mut ncclComm_t,
+    key: Vec<u8>,
+    nranks: usize,
+    rank: usize,
+    limit: Duration,
+) -> Outcome {
     let group = {
         let mut reg = registry();
         let group = Arc::clone(
@@ -767,6 +842,11 @@ unsafe fn init_rank(
 }
 
 fn leave(comm: ncclComm_t, abort: bool) -> Outcome {
+    let net = registry().nets.remove(&(comm as usize));
+    if let Some(net) = net {
+        net.close(abort);
+        return Ok(());
+    }
     let member = registry().comms.remove(&(comm as usize)).ok_or_else(|| {
         (
             ncclInvalidArgument,
@@ -794,6 +874,10 @@ pub unsafe fn ncclCommAbort(comm: ncclComm_t) -> ncclResult_t {
 pub unsafe fn ncclCommGetAsyncError(comm: ncclComm_t, result: *mut ncclResult_t) -> ncclResult_t {
     if result.is_null() {
         return fail(ncclInvalidArgument, "null result pointer".into());
+    }
+    if let Some(net) = net_comm(comm) {
+        *result = net.async_error();
+        return ncclSuccess;
     }
     match member(comm) {
         Ok(member) => {
@@ -844,11 +928,14 @@ pub unsafe fn ncclBroadcast(
     _stream: cudaStream_t,
 ) -> ncclResult_t {
     let outcome = (|| {
-        let m = member(comm)?;
-        if root < 0 || root as usize >= m.group.nranks {
+        if root < 0 {
             return Err((ncclInvalidArgument, format!("root {root} is not a rank")));
         }
-        let is_root = m.rank == root as usize;
+        let my_rank = match net_comm(comm) {
+            Some(net) => net.rank,
+            None => member(comm)?.rank,
+        };
+        let is_root = my_rank == root as usize;
         let signature = Signature::Broadcast {
             count,
             datatype,
@@ -864,6 +951,33 @@ pub unsafe fn ncclBroadcast(
         )
     })();
     code(outcome)
+}
+
+/// A cross-process communicator's peer and byte count, checked like `p2p_member`'s.
+fn p2p_net(
+    net: &NetComm,
+    count: usize,
+    datatype: ncclDataType_t,
+    peer: c_int,
+) -> Result<(usize, usize), Failure> {
+    let Some(width) = element_size(datatype) else {
+        return Err((
+            ncclInvalidArgument,
+            format!("unknown ncclDataType_t {datatype}"),
+        ));
+    };
+    if peer < 0 || peer as usize >= net.nranks {
+        return Err((ncclInvalidArgument, format!("peer {peer} is not a rank")));
+    }
+    if peer as usize == net.rank {
+        return Err((
+            ncclInvalidUsage,
+            format!(
+                "rank {peer} cannot send to or receive from itself over the loopback transport"
+            ),
+        ));
+    }
+    Ok((peer as usize, count * width))
 }
 
 unsafe fn p2p_member(
@@ -897,6 +1011,14 @@ pub unsafe fn ncclSend(
     _stream: cudaStream_t,
 ) -> ncclResult_t {
     let outcome = (|| {
+        if let Some(net) = net_comm(comm) {
+            let (peer, nbytes) = p2p_net(&net, count, datatype, peer)?;
+            if nbytes > 0 && sendbuff.is_null() {
+                return Err((ncclInvalidArgument, "null send buffer".into()));
+            }
+            let op = net.post_send(bytes(sendbuff, nbytes), peer)?;
+            return submit(Posted::Net(op));
+        }
         let (member, peer, nbytes) = p2p_member(comm, count, datatype, peer)?;
         if nbytes > 0 && sendbuff.is_null() {
             return Err((ncclInvalidArgument, "null send buffer".into()));
@@ -923,6 +1045,19 @@ pub unsafe fn ncclRecv(
     _stream: cudaStream_t,
 ) -> ncclResult_t {
     let outcome = (|| {
+        if let Some(net) = net_comm(comm) {
+            let (peer, nbytes) = p2p_net(&net, count, datatype, peer)?;
+            if nbytes > 0 && recvbuff.is_null() {
+                return Err((ncclInvalidArgument, "null receive buffer".into()));
+            }
+            net.check_live()?;
+            return submit(Posted::Net(net::Op::Recv {
+                comm: net,
+                peer,
+                recvbuff: recvbuff as *mut u8,
+                nbytes,
+            }));
+        }
         let (member, peer, nbytes) = p2p_member(comm, count, datatype, peer)?;
         if nbytes > 0 && recvbuff.is_null() {
             return Err((ncclInvalidArgument, "null receive buffer".into()));
@@ -966,9 +1101,11 @@ pub unsafe fn ncclGroupEnd() -> ncclResult_t {
     // Sends and collective contributions are already posted. Complete receives and collectives first
     // (they need only what peers posted), then the sends (they wait for peers' receives), keeping the
     // first error.
-    let (sends, others): (Vec<Posted>, Vec<Posted>) = posted
-        .into_iter()
-        .partition(|op| matches!(op, Posted::Send { .. }));
+    let (sends, others): (Vec<Posted>, Vec<Posted>) = posted.into_iter().partition(|op| match op {
+        Posted::Send { .. } => true,
+        Posted::Net(op) => op.is_send(),
+        _ => false,
+    });
     let mut first = Ok(());
     for op in others.into_iter().chain(sends) {
         let outcome = complete(op);
@@ -1011,17 +1148,18 @@ mod tests {
         id
     }
 
-    fn init(id: ncclUniqueId, n: i32, r: i32) -> usize {
+    fn init(id: ncclUniqueId, n: i32, r: i32, tcp: bool) -> usize {
         let mut comm: ncclComm_t = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { ncclCommInitRank(&mut comm, n, id, r) },
-            ncclSuccess
-        );
+        let rc = code(unsafe { init_rank(&mut comm, n, id, r, timeout(), tcp) });
+        assert_eq!(rc, ncclSuccess);
+        assert_eq!(registry().nets.contains_key(&(comm as usize)), tcp);
         comm as usize
     }
 
+    /// Runs `body` on `n` threads, over the in-process communicator or (`tcp`) the loopback one.
     fn ranks<T: Send + 'static>(
+        tcp: bool,
         n: i32,
         body: impl Fn(usize, i32) -> T + Send + Sync + 'static,
     ) -> Vec<T> {
@@ -1030,7 +1168,7 @@ mod tests {
         let handles: Vec<_> = (0..n)
             .map(|r| {
                 let body = Arc::clone(&body);
-                thread::spawn(move || body(init(id, n, r), r))
+                thread::spawn(move || body(init(id, n, r, tcp), r))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -1038,7 +1176,12 @@ mod tests {
 
     #[test]
     fn all_reduce_sum_max_avg_f32_and_i32() {
-        let out = ranks(3, |comm, r| {
+        all_reduce_sum_max_avg_f32_and_i32_over(false);
+        all_reduce_sum_max_avg_f32_and_i32_over(true);
+    }
+
+    fn all_reduce_sum_max_avg_f32_and_i32_over(tcp: bool) {
+        let out = ranks(tcp, 3, |comm, r| {
             let comm = comm as ncclComm_t;
             let send = [r as f32 + 1.0, -(r as f32)];
             let mut got = vec![];
@@ -1104,7 +1247,12 @@ mod tests {
 
     #[test]
     fn send_recv_and_broadcast() {
-        let out = ranks(2, |comm, r| {
+        send_recv_and_broadcast_over(false);
+        send_recv_and_broadcast_over(true);
+    }
+
+    fn send_recv_and_broadcast_over(tcp: bool) {
+        let out = ranks(tcp, 2, |comm, r| {
             let comm = comm as ncclComm_t;
             let mut data = [0u8; 5];
             if r == 0 {
@@ -1162,7 +1310,12 @@ mod tests {
 
     #[test]
     fn abort_wakes_a_blocked_peer() {
-        let out = ranks(2, |comm, r| {
+        abort_wakes_a_blocked_peer_over(false);
+        abort_wakes_a_blocked_peer_over(true);
+    }
+
+    fn abort_wakes_a_blocked_peer_over(tcp: bool) {
+        let out = ranks(tcp, 2, |comm, r| {
             let comm = comm as ncclComm_t;
             let mut buf = [0u8; 4];
             // SAFETY: 4-byte buffer; the handle is live until abort/destroy.
@@ -1200,10 +1353,10 @@ mod tests {
         // SAFETY: valid out-pointer.
         unsafe {
             assert_eq!(ncclCommInitRank(&mut comm, 2, id, 5), ncclInvalidArgument);
-            id.internal[8] ^= 1; // another "process"
+            id.internal[40] ^= 1; // a token the rendezvous did not issue
             assert_eq!(ncclCommInitRank(&mut comm, 1, id, 0), ncclInvalidArgument);
             let msg = std::ffi::CStr::from_ptr(ncclGetLastError(std::ptr::null_mut()));
-            assert!(msg.to_string_lossy().contains("this process"));
+            assert!(msg.to_string_lossy().contains("not issued"), "{msg:?}");
         }
     }
 
@@ -1212,7 +1365,7 @@ mod tests {
         let id = uid();
         let mut comm: ncclComm_t = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
-        let rc = code(unsafe { init_rank(&mut comm, 2, id, 0, Duration::from_millis(200)) });
+        let rc = code(unsafe { init_rank(&mut comm, 2, id, 0, Duration::from_millis(200), false) });
         assert_eq!(rc, ncclSystemError);
         // The pending group is gone: the registry keeps nothing for an abandoned id.
         assert!(!registry()

@@ -101,8 +101,26 @@ pub unsafe fn cudaMemset(ptr: *mut c_void, value: c_int, count: usize) -> cudaEr
     std::ptr::write_bytes(ptr as *mut u8, value as u8, count);
     0
 }
-pub unsafe fn cudaMemGetInfo(_free: *mut usize, _total: *mut usize) -> cudaError_t {
-    fail(cudaErrorInvalidDevice)
+/// The host's memory stands in for the device's: MemAvailable and MemTotal of /proc/meminfo.
+pub unsafe fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> cudaError_t {
+    if free.is_null() || total.is_null() {
+        return fail(cudaErrorInvalidValue);
+    }
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<usize>().ok())
+            .map(|kib| kib.saturating_mul(1024))
+    };
+    match (field("MemAvailable:"), field("MemTotal:")) {
+        (Some(f), Some(t)) => {
+            *free = f;
+            *total = t;
+            0
+        }
+        _ => fail(cudaErrorInvalidDevice),
+    }
 }
 pub unsafe fn cudaStreamCreate(stream: *mut cudaStream_t) -> cudaError_t {
     if stream.is_null() {

@@ -1,0 +1,1 @@
+"""Runnable examples: ``python -m monarch_runtime.examples.peer_recovery``."""
