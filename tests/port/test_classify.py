@@ -298,20 +298,24 @@ BROKEN = (
 
 
 @pytest.mark.slow
-def test_port_inside_the_rocm72_root_targets_its_hip_and_names_the_cause(tmp_path: Path) -> None:
-    require_root("7.2")
+@pytest.mark.parametrize("root", ["7.2", "6.4"])
+def test_port_inside_a_root_targets_its_hip_and_names_the_cause(tmp_path: Path, root: str) -> None:
+    require_root(root)
     repo = Path(__file__).resolve().parents[2]
+    other = "6.4" if root == "7.2" else "7.2"
+    # the 6.4 root has RCCL's header unpacked, not installed (ci/rocm-root.sh)
+    env = {"ROCM_HOME": "/usr", **({"RCCL_HOME": "/opt/rccl/usr"} if root == "6.4" else {})}
     unit = tmp_path / "k.cu"
     unit.write_text(BROKEN)
     runs = {}
-    for label, extra in (("found", []), ("explicit", ["--hip-version", "6.4"])):
+    for label, extra in (("found", []), ("explicit", ["--hip-version", other])):
         report = tmp_path / f"{label}.json"
         argv = ["python3", "-m", "tools", "port", str(unit), "--no-cuda", "--rocm-archs", "gfx942", "--no-diff"]
         proc = run_in_root(
-            "7.2",
+            root,
             [*argv, *extra, "--report", str(report)],
             binds=[repo, tmp_path],
-            env={"ROCM_HOME": "/usr"},
+            env=env,
             cwd=repo,
             timeout=300,
         )
@@ -319,7 +323,7 @@ def test_port_inside_the_rocm72_root_targets_its_hip_and_names_the_cause(tmp_pat
         assert "Traceback" not in proc.stderr
         runs[label] = json.loads(report.read_text())
     found, explicit = runs["found"], runs["explicit"]
-    assert found["hip_version"] == "7.2" and explicit["hip_version"] == "6.4"  # the root's HIP, or --hip-version
+    assert found["hip_version"] == root and explicit["hip_version"] == other  # the root's HIP, or --hip-version
     unit_result = found["sides"]["rocm"]["units"][0]
     assert not unit_result["ok"] and unit_result["cause"]["class"] == "missing-header"
     assert unit_result["cause"]["subject"].startswith("hipblas")  # not on this compile's include path
