@@ -80,10 +80,22 @@ copy_host_config() {
   done
 }
 
-recipe_stamp() {  # what a root was made from: only what applies to it (a new library list leaves 7.2 alone)
+# A root's stamp: one line for the base recipe, one per extra it carries (with that extra's own recipe), so
+# a root made with extras satisfies a request without them, and a new library list leaves other roots alone.
+recipe_stamp() {
   local version=$1 libs=$2 hipify=$3
-  { echo "recipe $RECIPE_VERSION rocm $version libs $libs hipify-clang $hipify"; printf '%s\n' "${ROOT_TOOLS[@]}"
-    [[ $version == 7.2 ]] && echo "$PINNED_72"; [[ $libs -eq 1 ]] && echo "$LIB_PACKAGES"; true; } | sha256sum | cut -d' ' -f1
+  { echo "recipe $RECIPE_VERSION rocm $version"; printf '%s\n' "${ROOT_TOOLS[@]}"
+    [[ $version == 7.2 ]] && echo "$PINNED_72"; true; } | sha256sum | cut -d' ' -f1
+  [[ $libs -eq 1 ]] && echo "libs $(echo "$LIB_PACKAGES" | sha256sum | cut -d' ' -f1)"
+  [[ $hipify -eq 1 ]] && echo "hipify-clang"
+  true
+}
+
+# Whether the stamp file $1 carries every line of the wanted stamp $2.
+stamp_covers() {
+  [[ -f "$1" ]] || return 1
+  local line
+  while IFS= read -r line; do grep -qxF -- "$line" "$1" || return 1; done <<<"$2"
 }
 
 cmd_make() {
@@ -109,7 +121,7 @@ cmd_make() {
     command -v "$tool" >/dev/null || die "$tool was not found on PATH; install it (Debian/Ubuntu: apt-get install debootstrap util-linux coreutils)."
   done
   local want; want=$(recipe_stamp "$version" "$libs" "$hipify")
-  if [[ -f "$dir/.monarch-root" && "$(cat "$dir/.monarch-root")" == "$want" ]]; then
+  if stamp_covers "$dir/.monarch-root" "$want"; then
     copy_host_config "$dir"   # certificates may have changed since; cheap
     log "ROCm $version root at $dir is up to date"
     return 0
@@ -131,6 +143,10 @@ cmd_make() {
     fi
     rm -f "$work.log"
   else
+    # Keep the extras the root already carries (their packages stay installed anyway).
+    grep -q '^libs ' "$dir/.monarch-root" && libs=1
+    grep -qx 'hipify-clang' "$dir/.monarch-root" && hipify=1
+    want=$(recipe_stamp "$version" "$libs" "$hipify")
     log "updating the ROCm $version root at $dir (the recipe changed)"
   fi
   {
