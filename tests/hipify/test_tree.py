@@ -71,7 +71,7 @@ def test_tree_layout_and_includes(tmp_path: Path, write: Write) -> None:
         "CMakeLists.txt": "CMakeLists.txt",
     }
     assert all(p.is_absolute() for p in res.outputs.values())
-    assert (out / "checksum.hip").read_bytes().startswith(b'#include "bridge_hip.h"\n')
+    assert (out / "checksum.hip").read_bytes().startswith(RUNTIME + b'#include "bridge_hip.h"\n')
     assert (out / "sub/y_hip.cpp").read_bytes().startswith(b'#include "bridge_hip.h"\n')
     assert (out / "sub/x.cpp").read_bytes() == str(TREE["sub/x.cpp"]).encode()
     assert (out / "hip/util.cuh").read_bytes() == b'#include "plain.h"\n#include "../bridge_hip.h"\n'
@@ -125,7 +125,7 @@ def test_file_arguments_and_collisions(tmp_path: Path, write: Write) -> None:
     res = hipify_tree([tmp_path / "one" / "k.cu", tmp_path / "two" / "k.cu"], tmp_path / "out", OPTS)
     assert [f.rule for f in res.findings if f.kind != "note"] == ["output-collision"]
     assert res.blocking == 1
-    assert (tmp_path / "out" / "k.hip").read_bytes() == API + b"(void)hipFree(0);\n"
+    assert (tmp_path / "out" / "k.hip").read_bytes() == RUNTIME + b"(void)hipFree(0);\n"
 
 
 def test_never_in_place(tmp_path: Path, write: Write) -> None:
@@ -146,7 +146,7 @@ def test_unreadable_file_is_reported_and_run_goes_on(tmp_path: Path, write: Writ
     write(tmp_path / "src", {"a.cu": "cudaFree(0);\n"})
     (tmp_path / "src" / "dangling.h").symlink_to(tmp_path / "nowhere.h")
     res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
-    assert (tmp_path / "out" / "a.hip").read_bytes() == API + b"(void)hipFree(0);\n"
+    assert (tmp_path / "out" / "a.hip").read_bytes() == RUNTIME + b"(void)hipFree(0);\n"
     errors = [f for f in res.findings if f.kind == "error"]
     assert len(errors) == 1 and errors[0].file.name == "dangling.h" and errors[0].blocking
 
@@ -401,7 +401,8 @@ def test_include_through_an_unknown_include_dir_follows_the_rename(tmp_path: Pat
     )
     hipify_tree([src], out, OPTS)
     lines = (out / "Samples/x/x.hip").read_text().splitlines()
-    assert lines == [
+    assert lines[0] == RUNTIME.decode().rstrip("\n")  # a .cu unit: the runtime first, as nvcc had it
+    assert lines[1:] == [
         "#include <helper_hip.h>",  # renamed (cuda -> hip in a changed file's name)
         '#include "hip/detail.h"',  # a directory named cuda is renamed in the output
         "#include <plain.h>",  # unchanged header: same name

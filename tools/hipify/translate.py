@@ -795,6 +795,10 @@ class Translator:
         path = data[pstart:pend]
         repl, finding = self.header_action(path)
         included = path if repl is None else repl
+        if not st.facts & insert.SEEN_INCLUDE:
+            st.facts |= insert.SEEN_INCLUDE
+            if included == insert.RUNTIME_HEADER:
+                st.facts |= insert.RUNTIME_FIRST
         if included == insert.RUNTIME_HEADER:
             st.facts |= insert.HAS_RUNTIME
         elif included == insert.RUNTIME_API_HEADER:

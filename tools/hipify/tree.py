@@ -901,10 +901,12 @@ def _additions(
     """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
     include), by source path; files that need neither are absent.
 
-    - The runtime: a file with device code that does not include hip/hip_runtime.h itself, nor through a project
-      header it includes (transitively, a header that gets the include counts), gets ``<hip/hip_runtime.h>``, as
-      nvcc's implicit include gave it; a file with only runtime API names, ``<hip/hip_runtime_api.h>`` (unless it
-      has either).
+    - The runtime: a ``.cu`` file that uses CUDA names or includes a project header (a unit nvcc compiled with
+      cuda_runtime.h included before anything else) gets ``<hip/hip_runtime.h>`` first unless its own first
+      include already is that; another file with device code
+      that does not include hip/hip_runtime.h itself, nor through a project header it includes (transitively, a
+      header that gets the include counts), gets it too; a file with only runtime API names,
+      ``<hip/hip_runtime_api.h>`` (unless it has either).
     - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
       that does (transitively), and does not define the macro itself: the macro must come before the first
       HIP header of the translation unit, and a header's own definition may come too late."""
@@ -943,7 +945,16 @@ def _additions(
         provided = {n: h == insert.RUNTIME_HEADER for n, h in gets.items() if h is not None}
         has_runtime = closure(k, insert.HAS_RUNTIME, provided)
         header: bytes | None = None
-        if f & insert.USES_DEVICE and not has_runtime:
+        if (
+            k.endswith(".cu")
+            and not f & insert.RUNTIME_FIRST
+            and (f & (insert.USES_DEVICE | insert.USES_API) or links.get(k))
+        ):
+            # a translation unit nvcc compiled that uses CUDA or project headers: cuda_runtime.h came first,
+            # before every header it includes, and headers test for it (#ifdef __CUDA_RUNTIME_H__, which is
+            # HIP_INCLUDE_HIP_HIP_RUNTIME_H after translation: cuda-samples' helper_cuda.h)
+            header = insert.RUNTIME_HEADER
+        elif f & insert.USES_DEVICE and not has_runtime:
             header = insert.RUNTIME_HEADER
         elif f & insert.USES_API and not has_runtime:
             api = {n: True for n, h in gets.items() if h is not None}
