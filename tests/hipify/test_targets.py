@@ -199,3 +199,20 @@ def test_report_target_section_and_schema(tmp_path: Path, write: Write) -> None:
     assert data["database"]["source_version"]
     assert data["counts"]["note"] >= 2  # the widened mask, the macro, the runtime include
     assert {f["rule"] for f in data["findings"]} >= {"sync-mask-widened", "warp-sync-define", "runtime-include"}
+
+
+def test_cuda_version_macros_and_the_callback_convention_are_blocking(tmp_path: Path) -> None:
+    """HIP defines no CUDART_VERSION / CUDA_VERSION (an '#if CUDART_VERSION >= N' silently takes the other
+    branch under HIP) and has no CUDART_CB: each use is a blocking finding that says so, never silent."""
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "z.cu").write_text(
+        "#if CUDART_VERSION >= 2020\nint a = 1;\n#endif\n#if CUDA_VERSION > 11000\nint b;\n#endif\n"
+        "void CUDART_CB cb(cudaStream_t s, cudaError_t e, void* d) {}\n"
+    )
+    res = hipify_tree([src], tmp_path / "out", HipifyOptions(hip_version=(7, 2)))
+    found = {(f.name, f.line): f for f in res.findings if f.blocking}
+    assert set(found) == {("CUDART_VERSION", 1), ("CUDA_VERSION", 4), ("CUDART_CB", 7)}, found
+    assert "other branch is compiled" in found[("CUDART_VERSION", 1)].reason
+    assert "delete it" in found[("CUDART_CB", 7)].reason
