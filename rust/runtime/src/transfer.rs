@@ -569,8 +569,9 @@ fn receive(
     } else {
         "host"
     };
-    // Where the receive has got to in the device shadow (the start of the chunk being received):
-    // the prefault thread keeps ahead of it.
+    // Where the prefault thread should be at least: the middle of the chunk being received (the
+    // transport fills a chunk from its start; a prefault thread that has fallen behind jumps there
+    // and leaves the first half to the receive, measured better than the chunk's start or end).
     let cursor = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| -> Result<Vec<Vec<u8>>> {
@@ -673,7 +674,7 @@ fn receive(
                         }
                         (None, Some(shadow)) => {
                             let at = places[index] + offset;
-                            cursor.store(at, Ordering::Relaxed);
+                            cursor.store(at + len / 2, Ordering::Relaxed);
                             comm.recv(shadow, at, len, donor)?;
                             // Checksummed by the checker thread (a send fails only if it stopped
                             // on an error, which its join reports).
