@@ -226,7 +226,7 @@ pub mod x86 {
 /// `partial` on up to `threads` threads (pieces of whole words, at least `MIN_PIECE` bytes each):
 /// the same value, for large buffers on the host.
 pub fn partial_parallel(data: &[u8], word_offset: u64, threads: usize) -> u64 {
-    const MIN_PIECE: usize = 4 << 20;
+    const MIN_PIECE: usize = 16 << 20;
     let threads = threads.min(data.len() / MIN_PIECE).max(1);
     if threads == 1 {
         return partial(data, word_offset);

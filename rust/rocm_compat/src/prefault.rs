@@ -1,4 +1,5 @@
-//! Getting a fresh device allocation's pages ready ahead of the thread that will write it.
+//! Getting a fresh device allocation's pages ready ahead of the thread that will write it, and
+//! returning them early once their contents are no longer needed.
 //!
 //! On the `cpu` platform "device" memory is host memory, and a fresh allocation pays a page fault
 //! per page on its first write; a helper thread can take those faults ahead of the writer (with huge
@@ -57,4 +58,23 @@ impl Prefault {
         #[cfg(not(mr_platform = "cpu"))]
         (0, 0)
     }
+}
+
+/// Returns the whole pages of `len` bytes at `offset` into the allocation `alloc` to the system
+/// before the allocation is freed (their contents are lost): the opposite of `Prefault::populate`,
+/// so that a helper thread can take the cost of freeing memory while its owner still works on the
+/// rest. Returns false when nothing was done (not supported on this build, an allocation too small
+/// to have been mapped on its own); the memory is then freed with the allocation, as always.
+///
+/// # Safety
+/// As for `Prefault::populate`; besides, nothing may read the range's contents afterwards (they
+/// read as zeros on the CPU build) nor write it concurrently.
+#[cfg_attr(not(mr_platform = "cpu"), allow(unused_variables))]
+pub unsafe fn release(alloc: *mut std::os::raw::c_void, offset: usize, len: usize) -> bool {
+    #[cfg(mr_platform = "cpu")]
+    {
+        crate::host::pages::release(alloc, offset, len)
+    }
+    #[cfg(not(mr_platform = "cpu"))]
+    false
 }

@@ -6,23 +6,32 @@
 //! 1. donor -> receiver: a 16-byte header (manifest length, chunk size) and the manifest: per leaf
 //!    its name, kind (tensor or value), dtype, shape, byte size and the donor's mr-sum64 computed on
 //!    the device just before; a value leaf (a step counter, a learning rate: anything that is not a
-//!    tensor) carries its encoded bytes instead.
+//!    tensor) carries its encoded bytes instead. Checksumming every tensor before the first chunk
+//!    leaves is what makes the checksums a consistent snapshot: a donor whose state changes while it
+//!    is being sent gives a mismatch, never a torn state (per-chunk checksums taken as each chunk is
+//!    sent would not).
 //! 2. receiver -> donor: a 16-byte header (rejection length, manifest length), why the receiver
 //!    rejects the state if it does (its own problems: the chunk exceeds its staging size, a
 //!    read-only target, no room for a device shadow) and its own manifest. Each side compares the
 //!    two manifests with the same function, so both raise TransferError naming the same first
 //!    differing leaf (name, kind, dtype, shape or size) before any data moves.
 //! 3. donor -> receiver: every buffer in chunks of at most `chunk` bytes, sent from the donor's
-//!    buffers directly. The receiver receives each chunk into one staging buffer of `chunk` bytes
-//!    (the only device memory the transfer needs), adds its partial checksum (device kernel) and
-//!    copies it to a host-side shadow of the incoming state. A buffer's checksum is complete, and
-//!    compared with the manifest, when its last chunk arrives.
+//!    buffers directly. The receiver keeps them in a shadow of the incoming state:
+//!    - a device shadow (one allocation for the whole state, allocated before the reply): each
+//!      chunk is received in place and a checker thread adds its partial checksum while the next
+//!      one arrives. On the CPU build a prefault thread takes the fresh shadow's first-touch page
+//!      faults ahead of the receive, from the allocation on (`memory::Buffer::prefault`);
+//!    - a host shadow: each chunk is received into one staging buffer of `chunk` bytes (the only
+//!      device memory the transfer needs), checksummed there and copied to host memory.
+//!
+//!    A buffer's checksum is complete, and compared with the manifest, when its last chunk has
+//!    been checksummed.
 //! 4. receiver -> donor: the verdict (the names of the buffers that did not match, NUL-separated).
 //!    Both raise ChecksumMismatch naming them; the communicator stays usable (retry is possible).
 //! 5. Only when every buffer matched does the receiver copy the shadow into its own buffers, so a
 //!    transfer interrupted at any point before (abort, a peer failure, a checksum mismatch) leaves
-//!    the receiver's previous state untouched. The shadow costs host memory equal to the state; the
-//!    device memory cost is one chunk.
+//!    the receiver's previous state untouched. The shadow costs memory equal to the state, freed
+//!    when the transfer returns.
 //!
 //! A transfer that fails mid-stream for any other reason (a progress callback raising, a device
 //! error) aborts the communicator, so the peer gets an error instead of hanging.
@@ -40,6 +49,8 @@ const MAGIC: &[u8; 8] = b"MRSTATE2";
 const SHADOW_ALIGN: usize = 256;
 /// How much of the shadow the prefault thread readies at a time (it checks for a stop in between).
 const PREFAULT_STEP: usize = 8 << 20;
+/// How much of the shadow the commit copies before handing it on to be released.
+const COMMIT_PIECE: usize = 32 << 20;
 
 /// One leaf of a state as the transfer sees it.
 pub enum Leaf<'a> {
@@ -744,15 +755,44 @@ fn receive(
         Ok(shadows)
     })?;
     // Commit: every buffer arrived and matched.
-    for (index, (entry, host)) in entries.iter().zip(outcome).enumerate() {
-        let dest = leaves
+    let dest_of = |entry: &Entry| {
+        leaves
             .iter()
             .find(|(n, _)| *n == entry.name)
             .and_then(|(_, l)| l.buffer())
-            .expect("matched against the manifest");
-        match &device_shadow {
-            Some(shadow) => dest.copy_from(0, shadow, places[index], entry.nbytes)?,
-            None => dest.write(0, &host)?,
+            .expect("matched against the manifest")
+    };
+    match &device_shadow {
+        // In pieces; on the CPU build a helper thread returns each committed piece of the shadow
+        // to the system while the next is copied (freeing the memory costs about as much as
+        // copying it, and would otherwise follow it).
+        Some(shadow) => std::thread::scope(|scope| -> Result<()> {
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, usize)>();
+            if PREFAULT_USEFUL {
+                scope.spawn(move || {
+                    for (offset, len) in done_rx {
+                        if !shadow.release(offset, len) {
+                            break;
+                        }
+                    }
+                });
+            }
+            for (index, entry) in entries.iter().enumerate() {
+                let dest = dest_of(entry);
+                let mut offset = 0;
+                while offset < entry.nbytes {
+                    let len = COMMIT_PIECE.min(entry.nbytes - offset);
+                    dest.copy_from(offset, shadow, places[index] + offset, len)?;
+                    let _ = done_tx.send((places[index] + offset, len));
+                    offset += len;
+                }
+            }
+            Ok(())
+        })?,
+        None => {
+            for (entry, host) in entries.iter().zip(&outcome) {
+                dest_of(entry).write(0, host)?;
+            }
         }
     }
     Ok(())

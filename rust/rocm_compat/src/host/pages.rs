@@ -43,6 +43,7 @@ mod sys {
     pub const MADV_HUGEPAGE: c_int = 14;
     pub const MADV_NOHUGEPAGE: c_int = 15;
     pub const MADV_POPULATE_WRITE: c_int = 23;
+    pub const MADV_DONTNEED: c_int = 4;
     pub const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
 
     #[repr(C)]
@@ -193,6 +194,24 @@ impl State {
     }
 }
 
+/// Returns the whole pages of `len` bytes at `offset` into `alloc` (a live allocation made by
+/// `cudaMalloc`) to the system: they read as zeros afterwards. Allocations it did not map itself
+/// are left alone (false).
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+pub unsafe fn release(alloc: *mut c_void, offset: usize, len: usize) -> bool {
+    if !mapped(alloc) {
+        return false;
+    }
+    let from = alloc as usize + offset;
+    let (start, end) = (from.next_multiple_of(4096), (from + len) / 4096 * 4096);
+    start >= end || sys::madvise(start as *mut c_void, end - start, sys::MADV_DONTNEED) == 0
+}
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+pub unsafe fn release(_alloc: *mut c_void, _offset: usize, _len: usize) -> bool {
+    false
+}
+
 /// `cudaMalloc`'s bookkeeping: the size it stored in front of `ptr`.
 pub unsafe fn allocation_size(ptr: *const c_void) -> usize {
     ((ptr as *const u8).sub(16) as *const usize).read()
@@ -274,13 +293,37 @@ mod tests {
     }
 
     #[test]
+    fn release_returns_whole_pages_only() {
+        const LEN: usize = 40 << 20;
+        let p = malloc(LEN);
+        // SAFETY: the live allocation, LEN bytes, this thread only.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(p, LEN) };
+        bytes.fill(0xA5);
+        // From the middle of a page to the middle of another: the pages wholly inside read as zeros
+        // afterwards, the two partial pages and everything outside keep their bytes.
+        let (offset, len) = (3 * 4096 + 100, 5 << 20);
+        // SAFETY: a live mapped allocation; the range is not read again before it is checked.
+        assert!(unsafe { release(p as *mut c_void, offset, len) });
+        let (first, last) = (4 * 4096, (offset + len) / 4096 * 4096);
+        assert!(bytes[..first].iter().all(|&b| b == 0xA5));
+        assert!(bytes[first..last].iter().all(|&b| b == 0));
+        assert!(bytes[last..].iter().all(|&b| b == 0xA5));
+        // SAFETY: allocated above, freed once.
+        unsafe { assert_eq!(cudaFree(p as *mut c_void), 0) };
+    }
+
+    #[test]
     fn allocator_memory_is_left_alone() {
         let p = malloc(1 << 20);
         let mut state = State::default();
-        // SAFETY: a live allocation (not mapped here: populate returns false and does nothing).
+        // SAFETY: a live allocation (not mapped here: populate and release return false and do
+        // nothing).
         unsafe {
             assert!(!state.populate(p as *mut c_void, 0, 1 << 20));
             assert!(!state.populate(p as *mut c_void, 0, 1 << 20));
+            p.write_bytes(7, 1 << 20);
+            assert!(!release(p as *mut c_void, 0, 1 << 20));
+            assert_eq!(*p.add(12345), 7);
             assert_eq!(cudaFree(p as *mut c_void), 0);
         }
         assert_eq!(state.huge_bytes + state.small_bytes, 0);
