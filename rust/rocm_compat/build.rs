@@ -27,6 +27,22 @@ fn require(name: &str, platform: &str) -> PathBuf {
     }
 }
 
+/// The minor version of the compiler cargo runs (`rustc 1.95.0 (...)` -> 95).
+fn rustc_minor() -> Option<u32> {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = std::process::Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.split_whitespace()
+        .nth(1)?
+        .split('.')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=shim");
@@ -85,6 +101,11 @@ fn main() {
             }
         }
         other => panic!("MONARCH_GPU_PLATFORM must be cpu, cuda or rocm, not {other:?}"),
+    }
+    // The AVX-512 checksum (checksum.rs) needs the AVX-512 intrinsics, stable since Rust 1.89; older
+    // compilers build the AVX2 and scalar forms only.
+    if rustc_minor().is_some_and(|minor| minor >= 89) {
+        println!("cargo:rustc-cfg=mr_avx512");
     }
     println!("cargo:rustc-cfg=mr_platform=\"{platform}\"");
     println!("cargo:rustc-env=MONARCH_GPU_PLATFORM={platform}");

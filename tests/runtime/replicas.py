@@ -154,18 +154,18 @@ def finish(proc: subprocess.Popen[str], timeout: float = CHILD_S) -> tuple[int, 
 
 
 def receive(
-    seed: int, state: dict[str, Any], **fault: Any
+    seed: int, state: dict[str, Any], staging: int = STAGING, **fault: Any
 ) -> tuple[dict[str, Any] | BaseException, float, int, dict[str, Any] | None, str]:
     """This process receives from a fresh donor process (seed ``seed``, ``fault``): outcome, seconds
     the receiver's part took, the child's exit status and result."""
     uid = m.Communicator.unique_id()
-    proc = spawn(uid, "donor", seed, **fault)
+    proc = spawn(uid, "donor", seed, staging=staging, **fault)
     outcome: dict[str, Any] | BaseException
     try:
         with m.Communicator(uid, 2, 1) as comm:
             t0 = time.monotonic()
             try:
-                outcome = m.transfer_state(comm, state, donor=0, receiver=1, staging_bytes=STAGING, timeout=10.0)
+                outcome = m.transfer_state(comm, state, donor=0, receiver=1, staging_bytes=staging, timeout=10.0)
             except m.MonarchError as err:
                 outcome = err
             elapsed = time.monotonic() - t0
@@ -278,6 +278,25 @@ def read_only_target_refused_on_both_sides() -> None:
     assert isinstance(outcome, m.TransferError), outcome
     for text in (str(outcome), result["message"]):
         assert "read-only" in text and "model.encoder.bias" in text, text
+
+
+def large_state_killed_then_recovers() -> None:
+    """A ~48 MB state: above the size the CPU build maps on its own, so the receiver's shadow is one
+    mapping prefaulted by a helper thread (huge pages where they are cheaper). The donor is killed
+    part-way (the receiver intact, the helper stopped), then a fresh donor completes."""
+    scale, staging = 80, 4 << 20
+    mine = make_state(70, scale)
+    before = digest(mine)
+    outcome, elapsed, rc, result, err = receive(71, mine, staging, scale=scale, kill_after=4)
+    assert rc == -signal.SIGKILL and result is None, (rc, result, err[-2000:])
+    assert isinstance(outcome, m.TransferAborted), outcome
+    assert elapsed < 10.0, elapsed
+    assert digest(mine) == before
+    outcome, _, rc, result, err = receive(72, mine, staging, scale=scale)
+    assert rc == 0 and result and result["ok"], (rc, result, err[-2000:])
+    assert isinstance(outcome, dict) and outcome["bytes"] > 32 << 20, outcome
+    assert digest(mine) == digest(make_state(72, scale)) == result["digest"]
+    assert values(outcome["state"]) == values(make_state(72, scale))
 
 
 def kill_and_recover_rounds() -> None:

@@ -1,6 +1,7 @@
 """Replicas as processes on the session's CPU wheel (tests/runtime/replicas.py): peer recovery of a
 numpy state between processes, with real process death (SIGKILL of the donor, of the receiver),
-a stopped donor, a corrupted chunk, mismatched or read-only states, 20 kill-and-recover rounds
+a stopped donor, a corrupted chunk, mismatched or read-only states, a state large enough for the
+prefaulted shadow killed part-way then received, 20 kill-and-recover rounds
 counting descriptors, threads and /dev/shm; zero-copy DLPack; and the thread scenarios of
 scenarios.py again over the loopback transport (MONARCH_HOST_COMM_TRANSPORT=tcp).
 
@@ -54,6 +55,7 @@ def run(inst: InstalledWheel, script: Path, name: str, **env: str) -> str:
         "hung_donor_times_out",
         "mismatched_states_named_on_both_sides",
         "read_only_target_refused_on_both_sides",
+        "large_state_killed_then_recovers",
     ],
 )
 def test_replica_processes(name: str, installed: dict[str, InstalledWheel], numpy_path: str) -> None:

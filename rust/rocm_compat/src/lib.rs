@@ -26,6 +26,7 @@ pub mod handles;
 #[cfg(mr_platform = "cpu")]
 mod host;
 pub mod nccl;
+pub mod prefault;
 
 pub use error::{check, CudaError};
 

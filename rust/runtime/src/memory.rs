@@ -6,6 +6,7 @@ use std::os::raw::{c_int, c_void};
 use rocm_compat::check;
 use rocm_compat::ffi::*;
 use rocm_compat::handles::CUdeviceptr;
+pub use rocm_compat::prefault::{Prefault, USEFUL as PREFAULT_USEFUL};
 
 use crate::error::{Error, Result};
 
@@ -276,6 +277,34 @@ impl Buffer {
         Ok(())
     }
 
+    /// Gets the pages of `len` bytes at `offset` ready for writing ahead of the thread that will
+    /// write them, without changing the contents (a fresh allocation's first-touch page faults,
+    /// taken here instead of by the writer: see `rocm_compat::prefault`). Returns false when there
+    /// is nothing (more) to gain: GPU builds (`PREFAULT_USEFUL`), small allocations, memory wrapped
+    /// from elsewhere, an old kernel.
+    pub fn prefault(&self, offset: usize, len: usize, state: &mut Prefault) -> bool {
+        if self.external.is_some() || bounds("a prefault", offset, len, self.nbytes).is_err() {
+            return false;
+        }
+        // SAFETY: our own allocation from cudaMalloc, alive while `self` is borrowed; the range
+        // is in bounds. Its contents are not changed, so a concurrent writer is fine.
+        unsafe { state.populate(self.at(0), offset, len) }
+    }
+
+    /// Returns the memory of `len` bytes at `offset` to the system ahead of the buffer's drop: the
+    /// range's contents are lost (it reads as zeros on the CPU build), so only for a buffer whose
+    /// range is never read again, and written by no one meanwhile (see
+    /// `rocm_compat::prefault::release`). Returns false when nothing was done (GPU builds, small
+    /// allocations, memory wrapped from elsewhere).
+    pub fn release(&self, offset: usize, len: usize) -> bool {
+        if self.external.is_some() || bounds("a release", offset, len, self.nbytes).is_err() {
+            return false;
+        }
+        // SAFETY: our own allocation from cudaMalloc, alive while `self` is borrowed; the range
+        // is in bounds; the caller no longer needs its contents.
+        unsafe { rocm_compat::prefault::release(self.at(0), offset, len) }
+    }
+
     /// mr-sum64 of the whole buffer, by the device kernel.
     pub fn checksum(&self, stream: Option<&Stream>) -> Result<u64> {
         use_device(self.device)?;
@@ -450,5 +479,36 @@ mod tests {
             rocm_compat::checksum::finalize(sum, 16),
             b.checksum(None).unwrap()
         );
+    }
+
+    #[test]
+    fn prefault_and_release_touch_large_own_buffers_only() {
+        let n = (40 << 20) + 77;
+        let b = Buffer::new_uninit(n, None).unwrap();
+        b.write(n - 4, b"tail").unwrap();
+        let mut state = Prefault::new();
+        let mut at = 0;
+        while at < n {
+            let len = (8 << 20).min(n - at);
+            assert_eq!(b.prefault(at, len, &mut state), PREFAULT_USEFUL);
+            at += len;
+        }
+        let (huge, small) = state.populated();
+        if PREFAULT_USEFUL {
+            assert!(huge + small >= n - 4096, "{huge} + {small}");
+        }
+        let mut out = [0u8; 4];
+        b.read(n - 4, &mut out).unwrap();
+        assert_eq!(&out, b"tail");
+        assert!(!b.prefault(n, 1, &mut Prefault::new()), "out of bounds");
+        // Released: the whole pages of the range are gone (zeros), the rest is kept.
+        assert_eq!(b.release(0, n - 4096), PREFAULT_USEFUL);
+        b.read(n - 4, &mut out).unwrap();
+        assert_eq!(&out, b"tail");
+        assert!(!b.release(n - 4, 5), "out of bounds");
+        // Small buffers (the allocator's memory) are left alone.
+        let small_buffer = Buffer::new(4096, None).unwrap();
+        assert!(!small_buffer.prefault(0, 4096, &mut Prefault::new()));
+        assert!(!small_buffer.release(0, 4096));
     }
 }

@@ -6,35 +6,51 @@
 //! 1. donor -> receiver: a 16-byte header (manifest length, chunk size) and the manifest: per leaf
 //!    its name, kind (tensor or value), dtype, shape, byte size and the donor's mr-sum64 computed on
 //!    the device just before; a value leaf (a step counter, a learning rate: anything that is not a
-//!    tensor) carries its encoded bytes instead.
+//!    tensor) carries its encoded bytes instead. Checksumming every tensor before the first chunk
+//!    leaves is what makes the checksums a consistent snapshot: a donor whose state changes while it
+//!    is being sent gives a mismatch, never a torn state (per-chunk checksums taken as each chunk is
+//!    sent would not).
 //! 2. receiver -> donor: a 16-byte header (rejection length, manifest length), why the receiver
 //!    rejects the state if it does (its own problems: the chunk exceeds its staging size, a
 //!    read-only target, no room for a device shadow) and its own manifest. Each side compares the
 //!    two manifests with the same function, so both raise TransferError naming the same first
 //!    differing leaf (name, kind, dtype, shape or size) before any data moves.
 //! 3. donor -> receiver: every buffer in chunks of at most `chunk` bytes, sent from the donor's
-//!    buffers directly. The receiver receives each chunk into one staging buffer of `chunk` bytes
-//!    (the only device memory the transfer needs), adds its partial checksum (device kernel) and
-//!    copies it to a host-side shadow of the incoming state. A buffer's checksum is complete, and
-//!    compared with the manifest, when its last chunk arrives.
+//!    buffers directly. The receiver keeps them in a shadow of the incoming state:
+//!    - a device shadow (one allocation for the whole state, allocated before the reply): each
+//!      chunk is received in place and a checker thread adds its partial checksum while the next
+//!      one arrives. On the CPU build a prefault thread takes the fresh shadow's first-touch page
+//!      faults ahead of the receive, from the allocation on (`memory::Buffer::prefault`);
+//!    - a host shadow: each chunk is received into one staging buffer of `chunk` bytes (the only
+//!      device memory the transfer needs), checksummed there and copied to host memory.
+//!
+//!    A buffer's checksum is complete, and compared with the manifest, when its last chunk has
+//!    been checksummed.
 //! 4. receiver -> donor: the verdict (the names of the buffers that did not match, NUL-separated).
 //!    Both raise ChecksumMismatch naming them; the communicator stays usable (retry is possible).
 //! 5. Only when every buffer matched does the receiver copy the shadow into its own buffers, so a
 //!    transfer interrupted at any point before (abort, a peer failure, a checksum mismatch) leaves
-//!    the receiver's previous state untouched. The shadow costs host memory equal to the state; the
-//!    device memory cost is one chunk.
+//!    the receiver's previous state untouched. The shadow costs memory equal to the state, freed
+//!    when the transfer returns.
 //!
 //! A transfer that fails mid-stream for any other reason (a progress callback raising, a device
 //! error) aborts the communicator, so the peer gets an error instead of hanging.
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use rocm_compat::checksum::finalize;
 
 use crate::comm::Communicator;
 use crate::error::{Error, Result};
-use crate::memory::Buffer;
+use crate::memory::{Buffer, Prefault, PREFAULT_USEFUL};
 
 const MAGIC: &[u8; 8] = b"MRSTATE2";
+/// Where each tensor starts in a device shadow (one allocation for the whole state).
+const SHADOW_ALIGN: usize = 256;
+/// How much of the shadow the prefault thread readies at a time (it checks for a stop in between).
+const PREFAULT_STEP: usize = 8 << 20;
+/// How much of the shadow the commit copies before handing it on to be released.
+const COMMIT_PIECE: usize = 32 << 20;
 
 /// One leaf of a state as the transfer sees it.
 pub enum Leaf<'a> {
@@ -528,8 +544,17 @@ fn receive(
         .map(|e| (e.name.clone(), e.value.clone()))
         .collect();
     let entries: Vec<Entry> = all_entries.into_iter().filter(|e| e.tensor).collect();
-    // Device shadows are allocated before answering, so a forced "device" that does not fit is a
+    // The device shadow (one allocation for the whole state, each tensor at a multiple of
+    // SHADOW_ALIGN) is allocated before answering, so a forced "device" that does not fit is a
     // rejection rather than a failure mid-stream.
+    let mut places = Vec::with_capacity(entries.len());
+    let mut shadow_bytes = 0usize;
+    for e in &entries {
+        places.push(shadow_bytes);
+        shadow_bytes = shadow_bytes
+            .checked_add(e.nbytes.next_multiple_of(SHADOW_ALIGN))
+            .ok_or_else(|| Error::Value("the state's size overflows".into()))?;
+    }
     let state_bytes: usize = entries.iter().map(|e| e.nbytes).sum();
     let want_device = problems.is_empty()
         && match shadow {
@@ -539,14 +564,10 @@ fn receive(
                 .map(|(free, _)| free >= state_bytes + state_bytes / 8 + (256 << 20))
                 .unwrap_or(false),
         };
-    let mut device_shadows: Option<Vec<Buffer>> = None;
+    let mut device_shadow: Option<Buffer> = None;
     if want_device {
-        match entries
-            .iter()
-            .map(|e| Buffer::new_uninit(e.nbytes, Some(comm.device())))
-            .collect::<Result<Vec<_>>>()
-        {
-            Ok(shadows) => device_shadows = Some(shadows),
+        match Buffer::new_uninit(shadow_bytes, Some(comm.device())) {
+            Ok(buffer) => device_shadow = Some(buffer),
             Err(err) if shadow == Shadow::Device => problems.push(format!(
                 "the receiver cannot hold a device shadow of the {state_bytes}-byte state ({err}); \
                  use shadow=\"host\""
@@ -554,46 +575,72 @@ fn receive(
             Err(_) => {}
         }
     }
-    report.shadow = if device_shadows.is_some() {
+    report.shadow = if device_shadow.is_some() {
         "device"
     } else {
         "host"
     };
-    // Problems of this receiver's own (not in the manifests) go to the donor as text.
-    let rejection = problems[structural..].join("; ");
-    let own = encode(&mine);
-    let mut reply = (rejection.len() as u64).to_le_bytes().to_vec();
-    reply.extend_from_slice(&(own.len() as u64).to_le_bytes());
-    comm.send_host(&reply, donor).map_err(handshake)?;
-    if !rejection.is_empty() {
-        comm.send_host(rejection.as_bytes(), donor)
-            .map_err(handshake)?;
-    }
-    comm.send_host(&own, donor).map_err(handshake)?;
-    if !problems.is_empty() {
-        return Err(Error::Transfer(format!(
-            "the state from the donor (rank {donor}) does not match this receiver's; nothing was received: {}",
-            summary(&problems)
-        )));
-    }
-    report.checksums = entries
-        .iter()
-        .map(|e| (e.name.clone(), e.checksum))
-        .collect();
-    report.chunk_bytes = donor_chunk;
-    let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
+    // Where the prefault thread should be at least: the middle of the chunk being received (the
+    // transport fills a chunk from its start; a prefault thread that has fallen behind jumps there
+    // and leaves the first half to the receive, measured better than the chunk's start or end).
+    let cursor = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| -> Result<Vec<Vec<u8>>> {
-        // Device shadows receive in place, and a checker thread checksums each chunk (on a stream
-        // of its own) while the next one arrives.
+        // Every way out of this closure stops the helper threads before the scope joins them.
+        let _stop = SetOnDrop(&stop);
+        // A fresh device shadow's first-touch page faults (host memory on the CPU build) are taken
+        // by a helper thread ahead of the receive, starting while the handshake finishes.
+        if let Some(shadow) = device_shadow.as_ref().filter(|_| PREFAULT_USEFUL) {
+            let (cursor, stop) = (&cursor, &stop);
+            scope.spawn(move || {
+                let mut state = Prefault::new();
+                let mut at = 0;
+                while at < shadow_bytes && !stop.load(Ordering::Relaxed) {
+                    at = at.max(cursor.load(Ordering::Relaxed));
+                    let len = PREFAULT_STEP.min(shadow_bytes.saturating_sub(at));
+                    if len == 0 || !shadow.prefault(at, len, &mut state) {
+                        break;
+                    }
+                    at += len;
+                }
+            });
+        }
+        // Problems of this receiver's own (not in the manifests) go to the donor as text.
+        let rejection = problems[structural..].join("; ");
+        let own = encode(&mine);
+        let mut reply = (rejection.len() as u64).to_le_bytes().to_vec();
+        reply.extend_from_slice(&(own.len() as u64).to_le_bytes());
+        comm.send_host(&reply, donor).map_err(handshake)?;
+        if !rejection.is_empty() {
+            comm.send_host(rejection.as_bytes(), donor)
+                .map_err(handshake)?;
+        }
+        comm.send_host(&own, donor).map_err(handshake)?;
+        if !problems.is_empty() {
+            return Err(Error::Transfer(format!(
+                "the state from the donor (rank {donor}) does not match this receiver's; nothing was received: {}",
+                summary(&problems)
+            )));
+        }
+        report.checksums = entries
+            .iter()
+            .map(|e| (e.name.clone(), e.checksum))
+            .collect();
+        report.chunk_bytes = donor_chunk;
+        let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
+        // A device shadow receives in place, and a checker thread checksums each chunk (on a
+        // stream of its own) while the next one arrives.
         let (chunks_tx, chunks_rx) = std::sync::mpsc::channel::<(usize, usize, usize)>();
-        let checker = device_shadows.as_ref().map(|shadows| {
+        let checker = device_shadow.as_ref().map(|shadow| {
             let device = comm.device();
+            let places = &places;
+            let count = entries.len();
             scope.spawn(move || -> Result<Vec<u64>> {
                 let stream = crate::memory::Stream::new(Some(device))?;
-                let mut sums = vec![0u64; shadows.len()];
+                let mut sums = vec![0u64; count];
                 for (index, offset, len) in chunks_rx {
-                    let s = shadows[index].partial_checksum(
-                        offset,
+                    let s = shadow.partial_checksum(
+                        places[index] + offset,
                         len,
                         (offset / 8) as u64,
                         Some(&stream),
@@ -604,8 +651,8 @@ fn receive(
             })
         });
         let mut entry_sums = vec![0u64; entries.len()];
-        // Host shadows receive through one staging chunk; device shadows receive in place.
-        let staging = match device_shadows {
+        // A host shadow receives through one staging chunk.
+        let staging = match device_shadow {
             Some(_) => None,
             None => Some(Buffer::new_uninit(
                 donor_chunk.min(largest),
@@ -624,7 +671,7 @@ fn receive(
                 // The chunk's partial checksum is salted for its place in the buffer (offset is a
                 // multiple of 8).
                 let step = (|| {
-                    let sum_here = match (&staging, &device_shadows) {
+                    let sum_here = match (&staging, &device_shadow) {
                         (Some(staging), _) => {
                             comm.recv(staging, 0, len, donor)?;
                             let s = staging.partial_checksum(
@@ -636,14 +683,16 @@ fn receive(
                             staging.read(0, &mut host[offset..offset + len])?;
                             s
                         }
-                        (None, Some(shadows)) => {
-                            comm.recv(&shadows[index], offset, len, donor)?;
+                        (None, Some(shadow)) => {
+                            let at = places[index] + offset;
+                            cursor.store(at + len / 2, Ordering::Relaxed);
+                            comm.recv(shadow, at, len, donor)?;
                             // Checksummed by the checker thread (a send fails only if it stopped
                             // on an error, which its join reports).
                             let _ = chunks_tx.send((index, offset, len));
                             0
                         }
-                        (None, None) => unreachable!("a staging buffer or device shadows"),
+                        (None, None) => unreachable!("a staging buffer or a device shadow"),
                     };
                     progress(&entry.name, offset, len)?;
                     Ok(sum_here)
@@ -706,18 +755,56 @@ fn receive(
         Ok(shadows)
     })?;
     // Commit: every buffer arrived and matched.
-    for (index, (entry, host)) in entries.iter().zip(outcome).enumerate() {
-        let dest = leaves
+    let dest_of = |entry: &Entry| {
+        leaves
             .iter()
             .find(|(n, _)| *n == entry.name)
             .and_then(|(_, l)| l.buffer())
-            .expect("matched against the manifest");
-        match &device_shadows {
-            Some(shadows) => dest.copy_from(0, &shadows[index], 0, entry.nbytes)?,
-            None => dest.write(0, &host)?,
+            .expect("matched against the manifest")
+    };
+    match &device_shadow {
+        // In pieces; on the CPU build a helper thread returns each committed piece of the shadow
+        // to the system while the next is copied (freeing the memory costs about as much as
+        // copying it, and would otherwise follow it).
+        Some(shadow) => std::thread::scope(|scope| -> Result<()> {
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, usize)>();
+            if PREFAULT_USEFUL {
+                scope.spawn(move || {
+                    for (offset, len) in done_rx {
+                        if !shadow.release(offset, len) {
+                            break;
+                        }
+                    }
+                });
+            }
+            for (index, entry) in entries.iter().enumerate() {
+                let dest = dest_of(entry);
+                let mut offset = 0;
+                while offset < entry.nbytes {
+                    let len = COMMIT_PIECE.min(entry.nbytes - offset);
+                    dest.copy_from(offset, shadow, places[index] + offset, len)?;
+                    let _ = done_tx.send((places[index] + offset, len));
+                    offset += len;
+                }
+            }
+            Ok(())
+        })?,
+        None => {
+            for (entry, host) in entries.iter().zip(&outcome) {
+                dest_of(entry).write(0, host)?;
+            }
         }
     }
     Ok(())
+}
+
+/// Sets the flag when dropped (however the scope that holds it is left).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
@@ -781,10 +868,20 @@ mod tests {
         abort_at: Option<usize>,
         shadow: Shadow,
     ) -> (Result<Report>, Result<Report>, Vec<u8>, Vec<u8>) {
+        run_sized(&[1000, 37, 0, 4096], 64, abort_at, shadow)
+    }
+
+    fn run_sized(
+        sizes: &[usize],
+        staging: usize,
+        abort_at: Option<usize>,
+        shadow: Shadow,
+    ) -> (Result<Report>, Result<Report>, Vec<u8>, Vec<u8>) {
         let id = unique_id().unwrap();
-        let sizes = [1000usize, 37, 0, 4096];
+        let sizes = sizes.to_vec();
         let handles: Vec<_> = (0..2)
             .map(|rank| {
+                let sizes = sizes.clone();
                 thread::spawn(move || {
                     let comm = Communicator::new(&id, 2, rank, None).unwrap();
                     let fill = if rank == 0 { 0xAB } else { 0x11 };
@@ -816,7 +913,8 @@ mod tests {
                         }
                         Ok(())
                     };
-                    let outcome = transfer_state(&comm, &refs, 0, 1, 64, shadow, &mut progress);
+                    let outcome =
+                        transfer_state(&comm, &refs, 0, 1, staging, shadow, &mut progress);
                     let mut all = Vec::new();
                     for (_, b) in &bufs {
                         let mut out = vec![0u8; b.nbytes()];
@@ -875,5 +973,29 @@ mod tests {
             .flat_map(|(i, &n)| vec![0x11 + i as u8; n])
             .collect();
         assert_eq!(after1, expected);
+    }
+
+    #[test]
+    fn large_state_through_a_prefaulted_shadow() {
+        // Above the size the CPU build maps on its own (the shadow is then prefaulted by a helper
+        // thread, with huge pages where they are cheaper), odd sizes, one shadow for all.
+        let sizes = [(20 << 20) + 3, 0, (17 << 20) + 5, 1 << 20];
+        for shadow in [Shadow::Auto, Shadow::Device, Shadow::Host] {
+            let (r0, r1, after0, after1) = run_sized(&sizes, 4 << 20, None, shadow);
+            let (r0, r1) = (r0.unwrap(), r1.unwrap());
+            assert!(after0 == after1, "{shadow:?}: the receiver's state differs");
+            assert_eq!(r0.checksums, r1.checksums);
+            assert_eq!(r1.chunks, 6 + 5 + 1);
+        }
+        // Interrupted part-way: the prefault thread stops, the receiver's state is untouched.
+        let (r0, r1, _, after1) = run_sized(&sizes, 4 << 20, Some(4), Shadow::Auto);
+        assert!(matches!(r1, Err(Error::TransferAborted { .. })), "{r1:?}");
+        assert!(matches!(r0, Err(Error::TransferAborted { .. })), "{r0:?}");
+        let expected: Vec<u8> = sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &n)| vec![0x11 + i as u8; n])
+            .collect();
+        assert!(after1 == expected, "the receiver's state changed");
     }
 }

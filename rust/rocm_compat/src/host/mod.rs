@@ -2,6 +2,7 @@
 mod bridge;
 mod nccl;
 mod net;
+pub(crate) mod pages;
 mod runtime;
 
 pub use bridge::*;

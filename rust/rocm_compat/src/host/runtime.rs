@@ -11,6 +11,8 @@ use std::cell::Cell;
 use std::os::raw::{c_char, c_int, c_void};
 use std::time::Instant;
 
+use super::pages;
+
 pub(crate) use crate::ffi::cudaErrorInvalidValue;
 use crate::ffi::{
     cudaErrorInvalidDevice, cudaErrorMemoryAllocation, cudaError_t, cudaEvent_t, cudaMemcpyKind,
@@ -46,9 +48,26 @@ pub unsafe fn cudaGetDevice(device: *mut c_int) -> cudaError_t {
     0
 }
 /// Host allocation with the size stored in a 16-byte header, so `cudaFree` can rebuild the layout.
+/// From `pages::MAP_MIN` bytes up, a mapping of its own (zero-filled by the kernel, the header at the
+/// end of a page in front of the data), so its pages can be prefaulted and advised
+/// (`crate::prefault`) and are returned to the system on free.
 pub unsafe fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
     if ptr.is_null() {
         return fail(cudaErrorInvalidValue);
+    }
+    if size >= pages::MAP_MIN {
+        let Some(total) = size.checked_add(pages::HEADER_PAGE) else {
+            return fail(cudaErrorMemoryAllocation);
+        };
+        let base = pages::map(total);
+        if !base.is_null() {
+            let data = base.add(pages::HEADER_PAGE);
+            (data.sub(HEADER) as *mut usize).write(size);
+            (data.sub(HEADER / 2) as *mut usize).write(pages::MAPPED);
+            *ptr = data as *mut c_void;
+            return 0;
+        }
+        // No mapping (not Linux, or refused): the allocator may still manage.
     }
     let Ok(layout) = Layout::from_size_align(size + HEADER, HEADER) else {
         return fail(cudaErrorMemoryAllocation);
@@ -58,6 +77,7 @@ pub unsafe fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
         return fail(cudaErrorMemoryAllocation);
     }
     (base as *mut usize).write(size);
+    (base.add(HEADER / 2) as *mut usize).write(0);
     *ptr = base.add(HEADER) as *mut c_void;
     0
 }
@@ -65,8 +85,15 @@ pub unsafe fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     if ptr.is_null() {
         return 0;
     }
+    let size = pages::allocation_size(ptr);
+    if pages::mapped(ptr) {
+        pages::unmap(
+            (ptr as *mut u8).sub(pages::HEADER_PAGE),
+            size + pages::HEADER_PAGE,
+        );
+        return 0;
+    }
     let base = (ptr as *mut u8).sub(HEADER);
-    let size = (base as *const usize).read();
     dealloc(
         base,
         Layout::from_size_align_unchecked(size + HEADER, HEADER),
