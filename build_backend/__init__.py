@@ -15,10 +15,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from build_backend import log, variant
 from build_backend.errors import BuildError, hook
-from build_backend.pipeline import build_editable_into, build_wheel_into, read_pyproject, write_sdist
-from build_backend.settings import load as load_settings
+
+# The stages are imported by the hooks that run them, not here: tools/hipify imports one module of this
+# package (toolchain.rocm, where ROCm is looked for) and should not pay for the whole pipeline.
 
 __all__ = [
     "BuildError",
@@ -35,6 +35,10 @@ __all__ = [
 def get_requires_for_build_wheel(config_settings: Mapping[str, object] | None = None) -> list[str]:
     """variantlib when a variant wheel is requested (-C variant=... or MONARCH_VARIANT), so isolated
     builds get it; a bad setting is reported by build_wheel, with the rest of the build's context."""
+    from build_backend import variant  # noqa: PLC0415
+    from build_backend.pipeline import read_pyproject  # noqa: PLC0415
+    from build_backend.settings import load as load_settings  # noqa: PLC0415
+
     try:
         requested = load_settings(config_settings, os.environ, read_pyproject(Path.cwd())).variant
     except BuildError:
@@ -53,6 +57,8 @@ def build_wheel(
     config_settings: Mapping[str, object] | None = None,
     metadata_directory: str | None = None,
 ) -> str:
+    from build_backend.pipeline import build_wheel_into  # noqa: PLC0415
+
     out = Path(wheel_directory)
     out.mkdir(parents=True, exist_ok=True)
     wheel = build_wheel_into(Path.cwd(), out, config_settings, os.environ)
@@ -70,6 +76,8 @@ def build_editable(
     config_settings: Mapping[str, object] | None = None,
     metadata_directory: str | None = None,
 ) -> str:
+    from build_backend.pipeline import build_editable_into  # noqa: PLC0415
+
     out = Path(wheel_directory)
     out.mkdir(parents=True, exist_ok=True)
     return build_editable_into(Path.cwd(), out, config_settings, os.environ).name
@@ -77,6 +85,9 @@ def build_editable(
 
 @hook
 def build_sdist(sdist_directory: str, config_settings: Mapping[str, object] | None = None) -> str:
+    from build_backend import log  # noqa: PLC0415
+    from build_backend.pipeline import read_pyproject, write_sdist  # noqa: PLC0415
+
     source = Path.cwd()
     out = Path(sdist_directory)
     out.mkdir(parents=True, exist_ok=True)

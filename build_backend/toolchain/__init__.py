@@ -9,11 +9,14 @@ detection is a module of its own that says where it looks and why: :mod:`build_b
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from build_backend.errors import BuildError
-from build_backend.settings import Settings
-from build_backend.toolchain import cuda, rocm
+from build_backend.toolchain import model, rocm
 from build_backend.toolchain.model import Toolchain, env_path
+
+if TYPE_CHECKING:
+    from build_backend.settings import Settings
 
 __all__ = ["Toolchain", "choose_platform", "detect"]
 
@@ -28,6 +31,8 @@ def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
             )
         return Toolchain(platform="cpu")
     if platform == "cuda":
+        from build_backend.toolchain import cuda  # noqa: PLC0415 - nvcc's probes: only for CUDA builds
+
         return cuda.detect(settings, environ)
     return rocm.detect(settings, environ)
 
@@ -37,7 +42,7 @@ def choose_platform(settings: Settings, environ: Mapping[str, str]) -> str:
     is, cpu when neither; both set is an error."""
     if settings.platform != "auto":
         return settings.platform
-    found_cuda = env_path(environ, cuda.ENV)
+    found_cuda = env_path(environ, model.CUDA_ENV)
     found_rocm = env_path(environ, rocm.ENV)
     if found_cuda and found_rocm:
         raise BuildError(

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from build_backend.errors import BuildError
 from build_backend.settings import Settings
-from build_backend.toolchain.model import Toolchain, collective_header_version, env_path, find_header
+from build_backend.toolchain.model import CUDA_ENV, Toolchain, collective_header_version, env_path, find_header
 
-ENV = ("CUDA_HOME", "CUDA_PATH")
+ENV = CUDA_ENV
 FALLBACK_ROOTS = (Path("/usr/local/cuda"),)
 DEFAULT_ARCHS = ("80", "90")  # A100, H100/H200
 FIX = (

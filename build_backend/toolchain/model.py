@@ -9,6 +9,9 @@ from pathlib import Path
 
 from build_backend.errors import BuildError
 
+# The variables that select a toolkit (ROCm's are in rocm.py); choose_platform reads both.
+CUDA_ENV = ("CUDA_HOME", "CUDA_PATH")
+
 
 @dataclass(frozen=True)
 class Toolchain:

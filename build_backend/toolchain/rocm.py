@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from build_backend.errors import BuildError
-from build_backend.process import private_tmpdir, tool_env
-from build_backend.settings import Settings
 from build_backend.toolchain.model import Toolchain, collective_header_version, env_path, find_header
+
+if TYPE_CHECKING:
+    from build_backend.settings import Settings
+
+# What runs compilers (subprocess, shutil, build_backend.process) is imported where it is used: tools/hipify
+# imports this module only to read which HIP is installed (installed_version), on its start-up path.
 
 ENV = ("ROCM_HOME", "ROCM_PATH")
 FIX = (
@@ -75,7 +78,6 @@ LAYOUTS: tuple[Layout, ...] = (
 )
 # Inside a compiler's clang resource directory (<llvm>/lib/clang/N): AMD puts the bitcode under lib/.
 RESOURCE_BITCODE = ("lib/amdgcn/bitcode", "amdgcn/bitcode")
-FALLBACK_ROOTS = ("/opt/rocm", "/opt/rocm-*", "/usr")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ def target_for(version: tuple[int, int]) -> Target:
 
 
 def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
+    from build_backend.process import private_tmpdir  # noqa: PLC0415 - see the imports above
+
     with private_tmpdir() as probe_tmp:  # the compiler probes' TMPDIR, removed after detection
         return _detect(settings, environ, probe_tmp)
 
@@ -153,6 +157,20 @@ def _detect(settings: Settings, environ: Mapping[str, str], probe_tmp: Path) -> 
 
 
 # ------------------------------------------------------------------------------------------ the root
+def fallback_roots(opt: Path = Path("/opt")) -> list[Path]:
+    """Where ROCm is looked for without ROCM_HOME/ROCM_PATH, in order: /opt/rocm, the newest /opt/rocm-X.Y.Z
+    (AMD's packages), /usr (Debian's and Ubuntu's)."""
+    return [opt / "rocm", *_newest_first(opt, "rocm-*"), Path("/usr")]
+
+
+def installed_version(environ: Mapping[str, str], opt: Path = Path("/opt")) -> tuple[int, int] | None:
+    """The HIP version of the ROCm the build would find (the roots of ``find_root``, in its order), read from
+    files only; None when there is none. tools/hipify's default target."""
+    found = env_path(environ, ENV)
+    roots = [found[1]] if found else fallback_roots(opt)
+    return next((v for v in map(hip_version, roots) if v is not None), None)
+
+
 def find_root(environ: Mapping[str, str]) -> Path:
     found = env_path(environ, ENV)
     if found:
@@ -160,13 +178,13 @@ def find_root(environ: Mapping[str, str]) -> Path:
         if not root.is_dir():
             raise BuildError(f"{name}={root} does not exist or is not a directory. {FIX}")
         return root
-    probed: list[str] = list(ENV)
-    for pattern in FALLBACK_ROOTS:
-        candidates = _newest_first(Path("/"), pattern.lstrip("/"))
-        probed += [str(c) for c in candidates] or [pattern]
-        for candidate in candidates:
-            if hip_version(candidate) is not None:
-                return candidate
+    candidates = fallback_roots()
+    for candidate in candidates:
+        if hip_version(candidate) is not None:
+            return candidate
+    probed = [*ENV, *(str(c) for c in candidates)]
+    if not any(c.name.startswith("rocm-") for c in candidates):
+        probed.insert(len(ENV) + 1, "/opt/rocm-X.Y.Z")
     raise BuildError(
         f"the ROCm build was requested but no ROCm installation was found (probed {', '.join(probed)}). {FIX}"
     )
@@ -223,6 +241,8 @@ def _compiler_candidates(root: Path, environ: Mapping[str, str]) -> Iterator[tup
         for pattern in layout.compilers:
             for path in _newest_first(root, pattern):
                 yield path, layout.name
+    import shutil  # noqa: PLC0415 - see the imports above
+
     search = os.pathsep.join([str(root / "bin"), environ.get("PATH", "")])
     for major in range(30, 13, -1):  # a distribution's clang on PATH (Debian 12's HIP uses clang-15)
         found = shutil.which(f"clang++-{major}", path=search)
@@ -277,6 +297,10 @@ def _find_compiler(root: Path, environ: Mapping[str, str], probe_tmp: Path) -> t
 
 def _accepts_arch(compiler: Path, root: Path, arch: str, probe_tmp: Path) -> bool:
     """Whether ``compiler`` can target ``arch``: a device-only syntax check of an empty HIP file."""
+    import subprocess  # noqa: PLC0415 - see the imports above
+
+    from build_backend.process import tool_env  # noqa: PLC0415
+
     args = [
         os.fspath(compiler),
         "-x",

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from build_backend.toolchain.rocm import fallback_roots, hip_version
 from tools.errors import ToolError
 from tools.hipify import HipifyOptions, hipify_tree
 from tools.hipify.cli import main as hipify_main
 from tools.hipify.mapping import MappingDatabase
 from tools.hipify.targets import load_target, read_rows
 from tools.hipify.translate import Translator
-from tools.hipify.tree import detect_hip_version, hip_version_of, parse_hip_version, rocm_roots
+from tools.hipify.tree import detect_hip_version, parse_hip_version
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -149,9 +150,11 @@ def test_rocm_layouts(tmp_path: Path) -> None:
     (deb / "share" / "hip" / "version").write_text("# x\nHIP_VERSION_MAJOR=6\nHIP_VERSION_MINOR=4\n", encoding="utf-8")
     hdr = tmp_path / "hdr"
     _hip_version_h(hdr, 6, 2)
-    assert (hip_version_of(str(amd)), hip_version_of(str(deb)), hip_version_of(str(hdr))) == ((7, 2), (6, 4), (6, 2))
-    assert hip_version_of(str(tmp_path / "missing")) is None
-    assert detect_hip_version({"ROCM_PATH": str(amd), "ROCM_HOME": str(hdr)}) == (7, 2)  # ROCM_PATH first
+    assert (hip_version(amd), hip_version(deb), hip_version(hdr)) == ((7, 2), (6, 4), (6, 2))
+    assert hip_version(tmp_path / "missing") is None
+    # the build's order (build_backend/toolchain/rocm.py): ROCM_HOME, then ROCM_PATH
+    assert detect_hip_version({"ROCM_PATH": str(amd), "ROCM_HOME": str(hdr)}) == (6, 2)
+    assert detect_hip_version({"ROCM_PATH": str(amd)}) == (7, 2)
     assert detect_hip_version({"ROCM_HOME": str(deb)}) == (6, 4)
 
 
@@ -159,7 +162,7 @@ def test_versioned_opt_rocm_newest_first(tmp_path: Path) -> None:
     opt = tmp_path / "opt"
     for name, version in (("rocm-6.4.3", (6, 4)), ("rocm-7.2.0", (7, 2)), ("rocm-7.10.1", (7, 10))):
         _hip_version_h(opt / name, *version)
-    roots = rocm_roots({}, str(opt))
+    roots = [str(r) for r in fallback_roots(opt)]
     assert roots[:4] == [f"{opt}/rocm", f"{opt}/rocm-7.10.1", f"{opt}/rocm-7.2.0", f"{opt}/rocm-6.4.3"]
     assert roots[-1] == "/usr"
     assert detect_hip_version({}, str(opt)) == (7, 10)

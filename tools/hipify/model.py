@@ -20,7 +20,8 @@ class HipifyOptions:
     """How to translate. All arguments are keyword arguments with defaults.
 
     hip_version: target HIP version ``(major, minor)``; ``None`` means the version of the ROCm found on
-        this machine (``$ROCM_PATH``, ``/opt/rocm``, ``/usr``), or no version limit when none is found.
+        this machine (as the build finds it: ``$ROCM_HOME``, ``$ROCM_PATH``, ``/opt/rocm``, ``/usr``), or no version
+        limit when none is found.
     translate_comments_and_strings: also rewrite names inside comments and string literals.
     launch_style: ``"keep"`` leaves ``k<<<g, b>>>(...)`` (HIP-Clang accepts it) or ``"hipLaunchKernelGGL"``.
     mapping_overrides: a TSV/JSON file whose entries add to or override the database.

@@ -49,63 +49,14 @@ NATIVE_PARALLEL_MIN_BYTES = 24 << 20
 
 # (compiled where used: start-up time)
 _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
-_HIP_VERSION_RE = rb"#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)"
-
-
-_ROCM_DIR_VERSION = r"rocm-(\d+)\.(\d+)(?:\.(\d+))?\Z"
-_INFO_VERSION = rb"\s*(\d+)\.(\d+)"
-_SHARE_VERSION_RE = rb"^HIP_VERSION_(MAJOR|MINOR)=(\d+)"
-
-
-def rocm_roots(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> list[str]:
-    """Where a ROCm is looked for, in order: $ROCM_PATH, $ROCM_HOME, /opt/rocm, AMD's versioned /opt/rocm-X.Y.Z
-    (newest first), /usr (Debian's packages). (The build backend has its own, canonical list.)"""
-    environ = os.environ if env is None else env
-    roots = [environ.get("ROCM_PATH", ""), environ.get("ROCM_HOME", ""), f"{opt_dir}/rocm"]
-    try:
-        versioned = [(m, name) for name in os.listdir(opt_dir) if (m := re.match(_ROCM_DIR_VERSION, name))]
-    except OSError:
-        versioned = []
-    versioned.sort(key=lambda item: tuple(int(g or 0) for g in item[0].groups()), reverse=True)
-    roots += [f"{opt_dir}/{name}" for _m, name in versioned]
-    roots.append("/usr")
-    return [r for r in roots if r]
-
-
-def hip_version_of(root: str) -> tuple[int, int] | None:
-    """The HIP version of one ROCm root: include/hip/hip_version.h, else AMD's .info/version (the ROCm release,
-    whose major.minor is HIP's), else share/hip/version (Debian); None when none is readable."""
-    base = Path(root)
-    try:
-        text = (base / "include" / "hip" / "hip_version.h").read_bytes()
-    except OSError:
-        text = b""
-    found = {k.decode(): int(v) for k, v in re.findall(_HIP_VERSION_RE, text)}
-    if "MAJOR" in found and "MINOR" in found:
-        return (found["MAJOR"], found["MINOR"])
-    try:
-        m = re.match(_INFO_VERSION, (base / ".info" / "version").read_bytes())
-    except OSError:
-        m = None
-    if m is not None:
-        return (int(m.group(1)), int(m.group(2)))
-    try:
-        text = (base / "share" / "hip" / "version").read_bytes()
-    except OSError:
-        return None
-    found = {k.decode(): int(v) for k, v in re.findall(_SHARE_VERSION_RE, text, re.M)}
-    if "MAJOR" in found and "MINOR" in found:
-        return (found["MAJOR"], found["MINOR"])
-    return None
 
 
 def detect_hip_version(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> tuple[int, int] | None:
-    """The HIP version of the first ROCm found (``rocm_roots``), or None."""
-    for root in rocm_roots(env, opt_dir):
-        version = hip_version_of(root)
-        if version is not None:
-            return version
-    return None
+    """The HIP version of the ROCm the build would find (ROCM_HOME, ROCM_PATH, /opt/rocm, the newest
+    /opt/rocm-X.Y.Z, /usr: build_backend/toolchain/rocm.py, the one list), or None."""
+    from build_backend.toolchain import rocm  # noqa: PLC0415 - only when no target is given (start-up time)
+
+    return rocm.installed_version(os.environ if env is None else env, Path(opt_dir))
 
 
 def parse_hip_version(text: str) -> tuple[int, int]:
