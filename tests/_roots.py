@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _support import ROOT, SOURCE_DATE_EPOCH, TOOLCHAINS
+from _support import SOURCE_DATE_EPOCH, TOOLCHAINS
 
-ROOT_SCRIPT = ROOT / "ci" / "rocm-root.sh"
+from ci.roots import run_argv
+
 ROCM_ROOT_VERSIONS = ("6.4", "7.2")
 
 
@@ -60,17 +61,7 @@ def run_in_root(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` inside the root of ROCm ``version``; ``binds`` appear there at the same paths. The
     environment inside is clean (see ci/rocm-root.sh) plus ``env``."""
-    root = require_root(version)
-    cmd = ["bash", str(ROOT_SCRIPT), "run", str(root)]
-    for path in binds:
-        cmd += ["--bind", str(path)]
-    for path in ro_binds:
-        cmd += ["--ro-bind", str(path)]
-    for key, value in (env or {}).items():
-        cmd += ["--env", f"{key}={value}"]
-    if cwd is not None:
-        cmd += ["--cwd", str(cwd)]
-    cmd += ["--", *argv]
+    cmd = run_argv(require_root(version), argv, binds=binds, ro_binds=ro_binds, env=env, cwd=cwd)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(

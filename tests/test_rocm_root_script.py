@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from _roots import ROOT_SCRIPT, require_root, run_in_root
+from _roots import require_root, run_in_root
+
+from ci.roots import SCRIPT as ROOT_SCRIPT
 
 
 def script(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
