@@ -55,7 +55,6 @@ class Layout:
     compilers: tuple[str, ...]  # HIP-capable clang++
     bitcode: tuple[str, ...]  # device library bitcode (ocml.bc ...) outside any compiler's resource dir
     hip_libs: tuple[str, ...]  # directories holding libamdhip64.so
-    version_files: tuple[str, ...]  # besides include/hip/hip_version.h
 
 
 LAYOUTS: tuple[Layout, ...] = (
@@ -65,7 +64,6 @@ LAYOUTS: tuple[Layout, ...] = (
         compilers=("lib/llvm/bin/clang++", "llvm/bin/clang++"),
         bitcode=("amdgcn/bitcode",),
         hip_libs=("lib", "lib64"),
-        version_files=(".info/version",),
     ),
     Layout(
         name="debian",
@@ -73,8 +71,14 @@ LAYOUTS: tuple[Layout, ...] = (
         compilers=("lib/llvm-*/bin/clang++",),
         bitcode=("lib/x86_64-linux-gnu/amdgcn/bitcode", "lib/aarch64-linux-gnu/amdgcn/bitcode"),
         hip_libs=("lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib"),
-        version_files=("share/hip/version",),
     ),
+)
+# Which HIP an installation is, in order: (file under the root, major regex, minor regex). HIP's header (both
+# layouts); AMD's ROCm release ("7.2.0-43": its major.minor is HIP's); Debian's "HIP_VERSION_MAJOR=7" lines.
+VERSION_FILES: tuple[tuple[str, str, str], ...] = (
+    ("include/hip/hip_version.h", r"#define\s+HIP_VERSION_MAJOR\s+(\d+)", r"#define\s+HIP_VERSION_MINOR\s+(\d+)"),
+    (".info/version", r"^\s*(\d+)\.", r"^\s*\d+\.(\d+)"),
+    ("share/hip/version", r"HIP_VERSION_MAJOR=(\d+)", r"HIP_VERSION_MINOR=(\d+)"),
 )
 # Inside a compiler's clang resource directory (<llvm>/lib/clang/N): AMD puts the bitcode under lib/.
 RESOURCE_BITCODE = ("lib/amdgcn/bitcode", "amdgcn/bitcode")
@@ -121,7 +125,7 @@ def _detect(settings: Settings, environ: Mapping[str, str], probe_tmp: Path) -> 
     root = find_root(environ)
     version = hip_version(root)
     if version is None:
-        probed = ", ".join(str(root / p) for p in _version_files())
+        probed = ", ".join(str(root / name) for name, _major, _minor in VERSION_FILES)
         raise BuildError(f"ROCm root {root} holds no HIP installation: none of {probed} says which HIP it is. {FIX}")
     compiler, device_libs, layout = _find_compiler(root, environ, probe_tmp)
     lib_dir, probed_libs = _find_hip_lib(root)
@@ -190,27 +194,13 @@ def find_root(environ: Mapping[str, str]) -> Path:
     )
 
 
-def _version_files() -> list[str]:
-    return ["include/hip/hip_version.h", *(f for layout in LAYOUTS for f in layout.version_files)]
-
-
 def hip_version(root: Path) -> tuple[int, int] | None:
-    """The HIP version of the installation at ``root``, read from its files (nothing is run)."""
-    header = _read(root / "include" / "hip" / "hip_version.h")
-    if header is not None:
-        major = re.search(r"#define\s+HIP_VERSION_MAJOR\s+(\d+)", header)
-        minor = re.search(r"#define\s+HIP_VERSION_MINOR\s+(\d+)", header)
-        if major and minor:
-            return int(major.group(1)), int(minor.group(1))
-    info = _read(root / ".info" / "version")  # AMD: "7.2.0-43" or "7.2.0"
-    if info is not None:
-        m = re.match(r"\s*(\d+)\.(\d+)", info)
-        if m:
-            return int(m.group(1)), int(m.group(2))
-    share = _read(root / "share" / "hip" / "version")  # Debian: HIP_VERSION_MAJOR=7 lines
-    if share is not None:
-        major = re.search(r"HIP_VERSION_MAJOR=(\d+)", share)
-        minor = re.search(r"HIP_VERSION_MINOR=(\d+)", share)
+    """The HIP version of the installation at ``root``, from the first of :data:`VERSION_FILES` that says it
+    (nothing is run)."""
+    for name, major_re, minor_re in VERSION_FILES:
+        text = _read(root / name)
+        major = re.search(major_re, text) if text is not None else None
+        minor = re.search(minor_re, text) if text is not None else None
         if major and minor:
             return int(major.group(1)), int(minor.group(1))
     return None

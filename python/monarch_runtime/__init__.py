@@ -21,13 +21,18 @@ from typing import Any
 from monarch_runtime import _hip_runtime
 
 
+@lru_cache(maxsize=1)
+def _recorded() -> dict[str, Any]:
+    text = resources.files(__name__).joinpath("build_info.json").read_text(encoding="utf-8")
+    return dict(json.loads(text))
+
+
 def _needed_hip_runtime() -> str | None:
     """The HIP runtime soname a ROCm build links (build_info.json), None on other builds."""
     try:
-        text = resources.files(__name__).joinpath("build_info.json").read_text(encoding="utf-8")
+        value = _recorded().get("hip_runtime")
     except OSError:
         return None
-    value = json.loads(text).get("hip_runtime")
     return value if isinstance(value, str) else None
 
 
@@ -90,12 +95,6 @@ __all__ = [
 DEFAULT_STAGING_BYTES = 64 << 20
 
 Progress = Callable[[str, int, int], object]
-
-
-@lru_cache(maxsize=1)
-def _recorded() -> dict[str, Any]:
-    text = resources.files(__name__).joinpath("build_info.json").read_text(encoding="utf-8")
-    return dict(json.loads(text))
 
 
 def build_info() -> dict[str, Any]:
