@@ -5,8 +5,10 @@ The wheels come from the session fixture ``root_builds`` (tests/conftest.py): bu
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -61,8 +63,6 @@ def extension_bytes(wheel: Path) -> bytes:
 
 def versioned_symbols(data: bytes) -> set[str]:
     """Every symbol version the extension requires (GLIBC_2.34, GLIBCXX_3.4.29, ...)."""
-    import io  # noqa: PLC0415
-
     elf = ELFFile(io.BytesIO(data))
     needs: set[str] = set()
     section = elf.get_section_by_name(".gnu.version_r")
@@ -75,8 +75,6 @@ def versioned_symbols(data: bytes) -> set[str]:
 def code_objects(data: bytes) -> dict[str, int]:
     """The device code objects in the extension's HIP fat binary (a clang offload bundle): target -> the
     code-object version of its ELF."""
-    import io  # noqa: PLC0415
-
     elf = ELFFile(io.BytesIO(data))
     section = elf.get_section_by_name(".hip_fatbin")
     assert section is not None, "no .hip_fatbin section: no device code in the extension"
@@ -136,8 +134,6 @@ def test_bridge_builds_warning_free(root_builds: dict[str, RootBuild], version: 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_links_the_real_hip_runtime_and_loads_rccl_at_run_time(root_builds: dict[str, RootBuild], version: str) -> None:
-    import io  # noqa: PLC0415
-
     elf = ELFFile(io.BytesIO(extension_bytes(wheel_of(root_builds, version))))
     dynamic = elf.get_section_by_name(".dynamic")
     needed = {t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"}
@@ -295,8 +291,6 @@ def test_frontends_build_inside_the_root(
     require_root("7.2")
     base = tmp_path_factory.getbasetemp()
     tree = tmp_path_factory.mktemp("frontends") / "src"
-    import shutil  # noqa: PLC0415
-
     shutil.copytree(root_builds["7.2"].source, tree, symlinks=True)
     venv = tree.parent / "venv"
     build_dir = tree.parent / "build"
