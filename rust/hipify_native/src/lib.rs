@@ -7,7 +7,13 @@
 //! optional comment/string translation) is decided by Python callbacks, so the rules live in one place.
 //! `LintScanner` finds the lint's candidate matches (tools/hipify/lint.py decides what they mean).
 
+#[allow(dead_code)] // filled in piece by piece; the fast path uses all of it
+mod engine;
 mod lint;
+mod py_insert;
+mod py_masks;
+mod py_translate;
+mod py_tree;
 mod scan;
 
 use std::collections::HashMap;
@@ -436,5 +442,9 @@ fn monarch_hipify_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("INTERFACE", INTERFACE)?;
     m.add_class::<Scanner>()?;
     m.add_class::<lint::LintScanner>()?;
+    py_masks::register(m)?;
+    py_insert::register(m)?;
+    py_translate::register(m)?;
+    py_tree::register(m)?;
     Ok(())
 }

@@ -1,0 +1,1 @@
+//! tools/hipify/insert.py in Rust (helper C). Stub: to be written.

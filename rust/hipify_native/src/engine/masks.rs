@@ -1,0 +1,1 @@
+//! tools/hipify/masks.py in Rust (helper B). Stub: to be written.

@@ -1,0 +1,15 @@
+//! tools/hipify's whole tree pass in Rust (pure Rust: no pyo3 here; `crate::py_*` wrap it for Python).
+//!
+//! `python -m tools hipify` runs it when the module is installed and the command line is one it covers,
+//! with a *plan*: everything the Python code derives from the mapping database, the target and the options
+//! (per-name actions, header actions, lint rules, messages), exported by tools/hipify/plan.py into the
+//! compiled cache. The Python engine stays the reference: every module here names the Python it follows,
+//! and tests compare the two byte for byte.
+
+pub mod downgrade; // tools/hipify/downgrade.py: rewrite_call
+pub mod insert; // tools/hipify/insert.py: facts, insertion point, rendered lines
+pub mod masks; // tools/hipify/masks.py: lane-mask classification
+pub mod rules; // tools/hipify/lint.py: lint_bytes, silenced
+pub mod translate; // tools/hipify/translate.py: the per-file pass (Translator.translate)
+pub mod tree; // tools/hipify/tree.py + cli.py + model.py: the tree pass, state, report, command line
+pub mod types;
