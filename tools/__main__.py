@@ -29,12 +29,44 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+def _native_hipify(argv: list[str]) -> int | None:
+    """``python -m tools hipify ARGV`` run entirely natively (rust/hipify_native: engine/tree_cli.rs, with the
+    plan tools/hipify/plan.py keeps in the compiled cache), importing nothing of tools.hipify (start-up time).
+    None when it cannot take the run (no module, MONARCH_HIPIFY_NATIVE=0, a command line or an input it
+    leaves to Python, no current plan): the Python path then runs, with the same result."""
+    import os  # noqa: PLC0415
+
+    choice = os.environ.get("MONARCH_HIPIFY_NATIVE", "auto").strip().lower()
+    if choice not in ("", "auto", "1", "on", "yes", "true", "native"):
+        return None
+    if (getattr(sys.stderr, "encoding", None) or "").lower().replace("-", "") != "utf8" or sys.stdout is None:
+        return None  # (findings are printed as UTF-8)
+    try:
+        from monarch_hipify_native import hipify_main  # noqa: PLC0415
+    except ImportError:
+        return None
+    done = hipify_main(argv, os.path.dirname(os.path.abspath(__file__)))
+    if isinstance(done, str):
+        if os.environ.get("MONARCH_HIPIFY_NATIVE_TRACE"):
+            print(f"hipify: not on the native fast path: {done}", file=sys.stderr)
+        return None
+    rc, out, err = done
+    if out is not None:
+        sys.stdout.write(out)
+    sys.stderr.write(err)
+    return int(rc)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         print(_usage())
         return 0 if args else 2
     name, rest = args[0], args[1:]
+    if name == "hipify":
+        done = _native_hipify(rest)
+        if done is not None:
+            return done
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}.\n\n{_usage()}", file=sys.stderr)
         return 2

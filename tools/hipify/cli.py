@@ -212,6 +212,19 @@ def version_text() -> str:
     )
 
 
+def _keep_plan(options: HipifyOptions, hip_version: tuple[int, int] | None) -> None:
+    """Keep the native fast path's plan for these options current (tools/hipify/plan.py; see tools/__main__.py):
+    the next run with them then runs natively. Only where the native module can run it."""
+    from tools.hipify import native, plan  # noqa: PLC0415
+
+    try:
+        module = native.load()
+    except ToolError:
+        return
+    if module is not None and hasattr(module, "hipify_main"):
+        plan.refresh(options, hip_version)
+
+
 def main(argv: list[str]) -> int:
     if "--version" in argv:
         print(version_text())
@@ -230,6 +243,7 @@ def main(argv: list[str]) -> int:
     )
     assert args.output is not None  # required
     result = hipify_tree(args.sources, args.output, options)
+    _keep_plan(options, result.hip_version)
     if args.report is not None:
         import json  # noqa: PLC0415 - only with --report
 

@@ -8,8 +8,14 @@
 
 pub mod downgrade; // tools/hipify/downgrade.py: rewrite_call
 pub mod insert; // tools/hipify/insert.py: facts, insertion point, rendered lines
+pub mod json; // Python's json.dumps text
 pub mod masks; // tools/hipify/masks.py: lane-mask classification
 pub mod rules; // tools/hipify/lint.py: lint_bytes, silenced
 pub mod translate; // tools/hipify/translate.py: the per-file pass (Translator.translate)
-pub mod tree; // tools/hipify/tree.py + cli.py + model.py: the tree pass, state, report, command line
+pub mod tree; // tools/hipify/tree.py: the tree pass
+pub mod tree_cli; // tools/hipify/cli.py + model.py: command line, report, summary, the fast path's flow
+pub mod tree_fs; // tree.py's _walk and _Writer
+pub mod tree_path; // the path arithmetic of tree.py (posixpath, PurePosixPath)
+pub mod tree_plan; // the plan file (tools/hipify/plan.py) and the target detection (rocm.py)
+pub mod tree_state; // .hipify-state.json
 pub mod types;

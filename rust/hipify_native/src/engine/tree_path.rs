@@ -1,0 +1,309 @@
+//! The path arithmetic of tools/hipify/tree.py, on `/`-separated strings, exactly as Python does it
+//! (posixpath.normpath, str(PurePosixPath(..)), Path.suffix, os.path.splitext, PurePath ordering, ...).
+
+use std::cmp::Ordering;
+
+/// `posixpath.normpath(path)`.
+pub fn normpath(path: &str) -> String {
+    if path.is_empty() {
+        return ".".to_string();
+    }
+    let mut initial = usize::from(path.starts_with('/'));
+    if initial == 1 && path.starts_with("//") && !path.starts_with("///") {
+        initial = 2;
+    }
+    let mut comps: Vec<&str> = Vec::new();
+    for comp in path.split('/') {
+        if comp.is_empty() || comp == "." {
+            continue;
+        }
+        if comp != ".." || (initial == 0 && comps.is_empty()) || comps.last() == Some(&"..") {
+            comps.push(comp);
+        } else if !comps.is_empty() {
+            comps.pop();
+        }
+    }
+    let mut out = "/".repeat(initial);
+    out.push_str(&comps.join("/"));
+    if out.is_empty() {
+        out.push('.');
+    }
+    out
+}
+
+/// `str(PurePosixPath(text))`: empty and `.` components dropped, `..` kept, a leading `//` (exactly two)
+/// kept, `.` for nothing.
+pub fn pure_path(text: &str) -> String {
+    let root = if !text.starts_with('/') {
+        ""
+    } else if text.starts_with("//") && !text.starts_with("///") {
+        "//"
+    } else {
+        "/"
+    };
+    let parts: Vec<&str> = text
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let mut out = root.to_string();
+    out.push_str(&parts.join("/"));
+    if out.is_empty() {
+        out.push('.');
+    }
+    out
+}
+
+/// `os.path.join(a, b)` for two strings.
+pub fn join(a: &str, b: &str) -> String {
+    if b.starts_with('/') {
+        return b.to_string();
+    }
+    if a.is_empty() || a.ends_with('/') {
+        format!("{a}{b}")
+    } else {
+        format!("{a}/{b}")
+    }
+}
+
+/// tree.py's `_abs`: `normpath(abspath(path))` with `cwd` as `os.getcwd()`.
+pub fn abs_path(path: &str, cwd: &str) -> String {
+    if path.starts_with('/') {
+        normpath(path)
+    } else {
+        normpath(&join(cwd, path))
+    }
+}
+
+/// `os.path.dirname(path)`.
+pub fn dirname(path: &str) -> &str {
+    let i = path.rfind('/').map_or(0, |i| i + 1);
+    let head = &path[..i];
+    if !head.is_empty() && head.bytes().any(|b| b != b'/') {
+        head.trim_end_matches('/')
+    } else {
+        head
+    }
+}
+
+/// `os.path.basename(path)`.
+pub fn basename(path: &str) -> &str {
+    path.rfind('/').map_or(path, |i| &path[i + 1..])
+}
+
+/// `PurePosixPath(path).parent` for a normalised path.
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        None => ".",
+        Some(0) => "/",
+        Some(i) if path[..i].bytes().all(|b| b == b'/') => &path[..i],
+        Some(i) => &path[..i],
+    }
+}
+
+/// `PurePath.suffix` of a file name: from the last dot, unless that dot leads or ends the name.
+pub fn suffix(name: &str) -> &str {
+    match name.rfind('.') {
+        Some(i) if i > 0 && i < name.len() - 1 => &name[i..],
+        _ => "",
+    }
+}
+
+/// `os.path.splitext(path)[1]`: the last dot of the last component, leading dots skipped.
+pub fn splitext_ext(path: &str) -> &str {
+    let name_at = path.rfind('/').map_or(0, |i| i + 1);
+    let name = &path[name_at..];
+    let Some(dot) = name.rfind('.') else {
+        return "";
+    };
+    if name[..dot].bytes().all(|b| b == b'.') {
+        return ""; // only dots before it (".cu", "..x")
+    }
+    &name[dot..]
+}
+
+/// `str.lower()` for the suffix checks: ASCII suffixes are all that can match (a non-ASCII one cannot lower
+/// to any of the sets' members), so only ASCII is lowered.
+pub fn lower(text: &str) -> String {
+    text.to_ascii_lowercase()
+}
+
+/// tree.py's `_is_within` (``Path.relative_to``) for two absolute, normalised paths.
+pub fn is_within(child: &str, parent: &str) -> bool {
+    if child == parent {
+        return true;
+    }
+    if parent == "/" {
+        return child.starts_with('/');
+    }
+    child.len() > parent.len()
+        && child.starts_with(parent)
+        && child.as_bytes()[parent.len()] == b'/'
+}
+
+/// The order of Python 3.11's `PurePosixPath`s (`_cparts`: the root, then the components, compared as lists).
+pub fn path_cmp(a: &str, b: &str) -> Ordering {
+    fn parts(p: &str) -> impl Iterator<Item = &str> {
+        let root = if p.starts_with("//") && !p.starts_with("///") {
+            Some("//")
+        } else if p.starts_with('/') {
+            Some("/")
+        } else {
+            None
+        };
+        root.into_iter()
+            .chain(p.split('/').filter(|c| !c.is_empty() && *c != "."))
+    }
+    parts(a).cmp(parts(b))
+}
+
+/// tree.py's `_relative`: `os.path.relpath(target, base)` for two absolute, normalised paths.
+pub fn relative(target: &str, base: &str) -> String {
+    let t: Vec<&str> = target.split('/').filter(|p| !p.is_empty()).collect();
+    let b: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<&str> = vec![".."; b.len() - common];
+    parts.extend_from_slice(&t[common..]);
+    if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    }
+}
+
+fn swap_cuda(text: &str) -> String {
+    text.replace("cuda", "hip").replace("CUDA", "HIP")
+}
+
+/// tree.py's `_output_rel` (`naming`: hipify_torch or keep).
+pub fn output_rel(rel: &str, changed: bool, keep: bool) -> String {
+    let (parent, name) = match rel.rfind('/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => ("", rel),
+    };
+    let (stem, suffix) = match name.rfind('.') {
+        Some(dot) if dot > 0 && dot != name.len() - 1 => (&name[..dot], &name[dot..]),
+        _ => (name, ""),
+    };
+    let new_suffix = if suffix == ".cu" { ".hip" } else { suffix };
+    if keep {
+        return if parent.is_empty() {
+            format!("{stem}{new_suffix}")
+        } else {
+            format!("{parent}/{stem}{new_suffix}")
+        };
+    }
+    let new_parent = swap_cuda(parent);
+    let mut new_stem = stem.to_string();
+    if changed {
+        new_stem = swap_cuda(stem);
+        if new_parent == parent && new_stem.len() + new_suffix.len() == name.len() && {
+            let mut joined = new_stem.clone();
+            joined.push_str(new_suffix);
+            joined == name
+        } {
+            new_stem = format!("{stem}_hip");
+        }
+    }
+    if new_parent.is_empty() {
+        format!("{new_stem}{new_suffix}")
+    } else {
+        format!("{new_parent}/{new_stem}{new_suffix}")
+    }
+}
+
+/// tree.py's SOURCE_SUFFIXES (files translated; the rest is copied)
+pub const SOURCE_SUFFIXES: &[&str] = &[
+    ".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++",
+    ".inl", ".inc", ".ipp", ".tpp", ".hip",
+];
+/// tree.py's SKIP_DIRS
+pub const SKIP_DIRS: &[&str] = &[
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+];
+/// tree.py's HEADER_SUFFIXES (headers whose constant lane masks count for every file)
+pub const HEADER_SUFFIXES: &[&str] = &[
+    ".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp",
+];
+/// insert.py's IMPLICIT_SUFFIXES (files that can need the runtime include)
+pub const IMPLICIT_SUFFIXES: &[&str] = &[
+    ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp",
+];
+
+const SYSTEM_HEADERS: &str = "assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h \
+locale.h math.h setjmp.h signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h \
+stdnoreturn.h string.h tgmath.h threads.h time.h uchar.h wchar.h wctype.h \
+unistd.h fcntl.h dirent.h dlfcn.h pthread.h sched.h semaphore.h getopt.h libgen.h glob.h fnmatch.h \
+poll.h termios.h syslog.h pwd.h grp.h netdb.h strings.h malloc.h alloca.h execinfo.h cpuid.h \
+immintrin.h emmintrin.h xmmintrin.h x86intrin.h \
+windows.h winsock2.h direct.h io.h process.h intrin.h \
+algorithm any array atomic bit bitset cassert cctype cerrno cfenv cfloat charconv chrono cinttypes climits \
+clocale cmath codecvt compare complex concepts condition_variable coroutine csetjmp csignal cstdarg cstddef \
+cstdint cstdio cstdlib cstring ctime cuchar cwchar cwctype deque exception execution filesystem \
+format forward_list fstream functional future initializer_list iomanip ios iosfwd iostream istream \
+iterator latch limits list locale map memory memory_resource mutex new numbers numeric optional ostream \
+queue random ranges ratio regex scoped_allocator semaphore set shared_mutex source_location span sstream \
+stack stdexcept stop_token streambuf string string_view syncstream system_error thread tuple type_traits \
+typeindex typeinfo unordered_map unordered_set utility valarray variant vector version";
+const SYSTEM_PREFIXES: &[&str] = &[
+    "sys/", "arpa/", "netinet/", "linux/", "asm/", "bits/", "net/",
+];
+
+/// tree.py's `is_system_header`.
+pub fn is_system_header(spelling: &str) -> bool {
+    SYSTEM_HEADERS.split(' ').any(|h| h == spelling)
+        || SYSTEM_PREFIXES.iter().any(|p| spelling.starts_with(p))
+}
+
+/// The system headers (for the parity test against tree.py's SYSTEM_HEADERS).
+pub fn system_headers() -> Vec<&'static str> {
+    SYSTEM_HEADERS.split(' ').collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normpath_like_python() {
+        assert_eq!(normpath(""), ".");
+        assert_eq!(normpath("/a/../../b"), "/b");
+        assert_eq!(normpath("a/../../b"), "../b");
+        assert_eq!(normpath("//a//b/./c/"), "//a/b/c");
+        assert_eq!(normpath("///a"), "/a");
+        assert_eq!(normpath("a/.."), ".");
+    }
+
+    #[test]
+    fn pure_path_like_python() {
+        assert_eq!(pure_path("./x"), "x");
+        assert_eq!(pure_path("a//b/./c/"), "a/b/c");
+        assert_eq!(pure_path("a/../b"), "a/../b");
+        assert_eq!(pure_path("//x"), "//x");
+        assert_eq!(pure_path("."), ".");
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(output_rel("bridge.h", true, false), "bridge_hip.h");
+        assert_eq!(output_rel("cuda/util.cuh", false, false), "hip/util.cuh");
+        assert_eq!(output_rel("CUDAHelpers.hpp", true, false), "HIPHelpers.hpp");
+        assert_eq!(output_rel("x.cu", true, false), "x.hip");
+        assert_eq!(output_rel(".cu", true, false), ".cu_hip");
+        assert_eq!(output_rel("cuda/a.cu", true, true), "cuda/a.hip");
+        assert_eq!(splitext_ext("a/..cu"), "");
+        assert_eq!(splitext_ext("a/b.c.cu"), ".cu");
+        assert_eq!(suffix("a."), "");
+        assert_eq!(relative("/a/b/c", "/a/d"), "../b/c");
+        assert_eq!(relative("/a", "/a"), ".");
+        assert_eq!(path_cmp("/a/b/c", "/a/b-c"), Ordering::Less);
+        assert_eq!(dirname("/a"), "/");
+        assert_eq!(dirname("a"), "");
+        assert_eq!(parent("/a"), "/");
+    }
+}

@@ -1,0 +1,242 @@
+"""The plan of the native fast path: what ``python -m tools hipify`` needs to run entirely in Rust
+(rust/hipify_native, engine/tree_plan.rs), derived here by the Python code that stays the reference.
+
+A plan holds, for one set of options: the per-file pass's section (``Translator.export_plan()``), the lint's
+(``lint.export_plan()``), the state fingerprint exactly as tree.py builds it, the report's database and target
+descriptions and the target's warp-sync macro. It is stored in the compiled cache directory
+(tools/hipify/cache.py's ``cache_dir()``) under a name the Rust side computes from the command line alone
+(``plan_key``: this checkout's ``tools`` directory, the HIP version given or detected, the override file, the
+options that change a translation), as two lines of JSON: a header naming every input the plan was derived
+from with its stat signature (this package's code and data, the override file), then the plan.
+
+A *detect file* beside it holds what target detection needs (build_backend/toolchain/rocm.py's environment
+variables, fallback roots and version files), so the Rust side detects the default target as rocm.py does
+without a second copy of that data.
+
+A plan or detect file that is missing, stale (an input's signature changed) or unreadable makes the fast
+path leave the run to Python, which then writes it again (``refresh``, called by cli.py after a run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tools.hipify import cache
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tools.hipify.model import HipifyOptions
+
+PLAN_FORMAT = "monarch-runtime/hipify-plan/v1"
+DETECT_FORMAT = "monarch-runtime/hipify-detect/v1"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: the ``tools`` package's directory (plans are per checkout; tools/__main__.py passes the same path)
+TOOLS_DIR = os.path.dirname(_HERE)
+_REPO = os.path.dirname(TOOLS_DIR)
+
+Signature = tuple[int, int, int, int, int]
+
+
+def plan_key(
+    hip_version: tuple[int, int] | None,
+    overrides: str | None,
+    comments: bool,
+    unmapped: bool,
+    launch: bool,
+    lint: bool,
+) -> str:
+    """What a plan is stored under (engine/tree_plan.rs's ``plan_key``, from the command line alone)."""
+    hip = f"{hip_version[0]}.{hip_version[1]}" if hip_version else "-"
+    flags = "\0".join("1" if flag else "0" for flag in (comments, unmapped, launch, lint))
+    return f"{PLAN_FORMAT}\0{TOOLS_DIR}\0{hip}\0{overrides or ''}\0{flags}"
+
+
+def entry_name(prefix: str, key: str) -> str:
+    return f"{prefix}-{cache.sha256_hex(key.encode())[:24]}.json"
+
+
+def _signature(path: str) -> Signature | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def plan_inputs(overrides: str | None) -> list[str]:
+    """Everything a plan is derived from: this package's code and data (and the directories, for added or
+    removed files), and the override file."""
+    data = os.path.join(_HERE, "data")
+    try:
+        names = sorted(n for n in os.listdir(_HERE) if n.endswith(".py"))
+        data_names = sorted(os.listdir(data))
+    except OSError:
+        names, data_names = [], []
+    paths = [_HERE, data]
+    paths += [os.path.join(_HERE, n) for n in names]
+    paths += [os.path.join(data, n) for n in data_names]
+    if overrides:
+        paths.append(overrides)
+    return paths
+
+
+def _header(fmt: str, key: str, inputs: list[str]) -> str:
+    from tools.hipify import native  # noqa: PLC0415
+
+    return json.dumps(
+        {
+            "format": fmt,
+            "interface": native.INTERFACE,
+            "key": key,
+            "inputs": [[path, _signature(path)] for path in inputs],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _current(path: str, fmt: str, key: str) -> bool:
+    """Whether the file at ``path`` was written for ``key`` from inputs that have not changed since."""
+    from tools.hipify import native  # noqa: PLC0415
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+        if header["format"] != fmt or header["interface"] != native.INTERFACE or header["key"] != key:
+            return False
+        return all(
+            _signature(p) == (tuple(sig) if sig is not None else None) for p, sig in header["inputs"]
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _write(path: str, text: str) -> bool:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> dict[str, object]:
+    """The plan for ``options`` with the target ``hip_version`` (resolved: given or detected)."""
+    from tools.hipify import lint, tree  # noqa: PLC0415
+
+    key = tree._options_key(options, hip_version)
+    tr = tree._translator(*key)
+    db = tr.db
+    export_translate = getattr(tr, "export_plan", None)
+    export_lint = getattr(lint, "export_plan", None)
+    return {
+        # exactly as hipify_tree builds it (engine=builtin: the only engine the fast path runs)
+        "fingerprint": f"{cache.code_fingerprint()}/{db.fingerprint}/{key!r}/lint={options.lint}/engine=builtin",
+        "hip_version": list(hip_version) if hip_version else None,
+        "sync_define": tr.target.sync_define,
+        # the report's database and target, in hipify_tree's order
+        "database": [
+            ["source", db.source],
+            ["source_version", db.source_version],
+            ["source_commit", db.source_commit],
+            ["fingerprint", db.fingerprint],
+            ["entries", str(len(db))],
+        ],
+        "target": [[k, v] for k, v in tr.target.describe().items()],
+        "translate": export_translate() if export_translate is not None else None,
+        "lint": export_lint() if export_lint is not None else None,
+    }
+
+
+def plan_path(options: HipifyOptions, hip_version: tuple[int, int] | None) -> tuple[str, str] | None:
+    """(the plan's path, its key) for ``options``, or None when the compiled cache is off."""
+    from tools.hipify import tree  # noqa: PLC0415
+
+    directory = cache.cache_dir()
+    if directory is None:
+        return None
+    overrides = tree._options_key(options, hip_version)[0]
+    key = plan_key(
+        hip_version,
+        overrides,
+        options.translate_comments_and_strings,
+        options.report_unmapped,
+        options.launch_style == "hipLaunchKernelGGL",
+        options.lint,
+    )
+    return os.path.join(directory, entry_name("plan", key)), key
+
+
+def refresh(options: HipifyOptions, hip_version: tuple[int, int] | None) -> bool:
+    """Write the plan for ``options`` (and the detect file) unless current; True when something was written."""
+    if options.engine != "builtin":
+        return False
+    wrote = refresh_detect()
+    where = plan_path(options, hip_version)
+    if where is None:
+        return wrote
+    path, key = where
+    if _current(path, PLAN_FORMAT, key):
+        return wrote
+    overrides = key.split("\0")[3] or None
+    header = _header(PLAN_FORMAT, key, plan_inputs(overrides))  # (signatures first: an edit meanwhile is seen)
+    body = json.dumps(build(options, hip_version), separators=(",", ":"))
+    return _write(path, f"{header}\n{body}\n") or wrote
+
+
+def _opt_dir() -> str:
+    """Where tree.detect_hip_version looks for /opt/rocm* (its default)."""
+    from tools.hipify import tree  # noqa: PLC0415
+
+    defaults = tree.detect_hip_version.__defaults__ or (None, "/opt")
+    return str(defaults[-1])
+
+
+def detect_data(opt: str) -> dict[str, object]:
+    """What rocm.installed_version uses, as tree.detect_hip_version calls it (the fallback roots as found now)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from build_backend.toolchain import rocm  # noqa: PLC0415
+
+    return {
+        "env": list(rocm.ENV),
+        "roots": [str(p) for p in rocm.fallback_roots(Path(opt))],
+        "version_files": [list(v) for v in rocm.VERSION_FILES],
+    }
+
+
+def detect_inputs(opt: str) -> list[str]:
+    toolchain = os.path.join(_REPO, "build_backend", "toolchain")
+    return [
+        os.path.join(toolchain, "rocm.py"),
+        os.path.join(toolchain, "model.py"),
+        os.path.join(_HERE, "tree.py"),
+        opt,  # (the fallback roots: /opt/rocm, the newest /opt/rocm-X.Y.Z)
+    ]
+
+
+def detect_path() -> tuple[str, str] | None:
+    directory = cache.cache_dir()
+    if directory is None:
+        return None
+    key = f"{DETECT_FORMAT}\0{TOOLS_DIR}"
+    return os.path.join(directory, entry_name("detect", key)), key
+
+
+def refresh_detect() -> bool:
+    where = detect_path()
+    if where is None:
+        return False
+    path, key = where
+    if _current(path, DETECT_FORMAT, key):
+        return False
+    opt = _opt_dir()
+    header = _header(DETECT_FORMAT, key, detect_inputs(opt))
+    return _write(path, f"{header}\n{json.dumps(detect_data(opt), separators=(',', ':'))}\n")
