@@ -110,7 +110,7 @@ def run_ours(corpus: Path, out: Path, hip: str) -> tuple[float, dict[str, str], 
     return took, mapping, list(data["findings"])
 
 
-def run_hipify_torch(  # noqa: PLR0917
+def run_hipify_torch(
     corpus: Path,
     out: Path,
     checkout: Path,
