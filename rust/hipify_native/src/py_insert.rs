@@ -1,10 +1,13 @@
 //! Python bindings of crate::engine's insert and lint parts (parity tests and the fast path).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::engine::types::latin1;
 use crate::engine::{insert, rules};
 
 #[pyfunction]
@@ -47,6 +50,55 @@ fn _line_starts(data: &[u8]) -> Vec<usize> {
     rules::line_starts(data)
 }
 
+/// The plan of the last `_lint_bytes` call (tests and timings pass the same JSON again and again).
+static LINT_PLAN: Mutex<Option<(String, Arc<rules::LintPlan>)>> = Mutex::new(None);
+
+fn lint_plan(json: &str) -> PyResult<Arc<rules::LintPlan>> {
+    let mut cached = LINT_PLAN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((key, plan)) = cached.as_ref() {
+        if key == json {
+            return Ok(plan.clone());
+        }
+    }
+    let plan = Arc::new(rules::LintPlan::from_json(json).map_err(PyValueError::new_err)?);
+    *cached = Some((json.to_string(), plan.clone()));
+    Ok(plan)
+}
+
+type FindingTuple = (usize, String, String, String, String, bool, String);
+
+/// lint.py's lint_bytes under the plan `lint.export_plan()` gave (as JSON): the findings as
+/// (offset, name, kind, reason, suggestion, blocking, rule).
+#[pyfunction]
+fn _lint_bytes(
+    py: Python<'_>,
+    plan_json: &str,
+    data: &[u8],
+    spans: Vec<(usize, usize)>,
+) -> PyResult<Vec<FindingTuple>> {
+    let plan = lint_plan(plan_json)?;
+    let found = py.detach(|| rules::lint_bytes(&plan, data, &spans));
+    Ok(found
+        .into_iter()
+        .map(|f| {
+            (
+                f.offset,
+                latin1(&f.name),
+                f.kind,
+                latin1(&f.reason),
+                latin1(&f.suggestion),
+                f.blocking,
+                f.rule,
+            )
+        })
+        .collect())
+}
+
+#[pyfunction]
+fn _lint_silenced(data: &[u8], offset: usize, rule: &str) -> bool {
+    rules::silenced(data, offset, rule)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_insert_uses, m)?)?;
     m.add_function(wrap_pyfunction!(_insert_defines_and_lines, m)?)?;
@@ -54,5 +106,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_insert_render, m)?)?;
     m.add_function(wrap_pyfunction!(_positions, m)?)?;
     m.add_function(wrap_pyfunction!(_line_starts, m)?)?;
+    m.add_function(wrap_pyfunction!(_lint_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_lint_silenced, m)?)?;
     Ok(())
 }
