@@ -106,7 +106,7 @@ def check_file(data: bytes, rows: Rows = ()) -> tuple[int, set[bytes]]:
 
 def check_rewrite(data: bytes, end: int, dg: Downgrade) -> None:
     expected = rewrite_call(data, end, dg)
-    below = (dg.below + (0, 0))[:2]
+    below = (*dg.below, 0, 0)[:2]
     got = native()._downgrade_rewrite(data, end, dg.cuda_name, below, dg.replacement, dg.action)
     assert (None if got is None else tuple(got)) == expected, (dg.action, data[end : end + 80])
 
@@ -258,7 +258,20 @@ def test_special_masks() -> None:
         b"  int x; x = 3;\n  x++;\n  auto a = __activemask();\n"
     )
     rows: Rows = (("KNOWN", "#define KNOWN 0xff", 255, 32, True), ("FULL", "const int FULL = -1", 0xFFFFFFFF, 32, True))
-    for mask in SPECIAL + [b"HALF", b"BAD", b"m", b"w", b"x", b"a", b"p", b"q", b"KNOWN", b"(unsigned)w", b"HALF|KNOWN"]:
+    for mask in [
+        *SPECIAL,
+        b"HALF",
+        b"BAD",
+        b"m",
+        b"w",
+        b"x",
+        b"a",
+        b"p",
+        b"q",
+        b"KNOWN",
+        b"(unsigned)w",
+        b"HALF|KNOWN",
+    ]:
         for rows_ in ((), rows):
             check_classify(data, len(data), mask, rows_)
             check_classify(b"", 0, mask, rows_)
@@ -289,7 +302,17 @@ TYPES = [
     b"volatile unsigned",
     b"unsigned  long",
 ]
-CASTS = [b"unsigned", b"unsigned int", b"uint32_t", b"std::uint32_t", b"unsigned long long", b"uint64_t", b"int", b"long", b"float"]
+CASTS = [
+    b"unsigned",
+    b"unsigned int",
+    b"uint32_t",
+    b"std::uint32_t",
+    b"unsigned long long",
+    b"uint64_t",
+    b"int",
+    b"long",
+    b"float",
+]
 
 
 def _digits(draw: Any, alphabet: str, lo: int, hi: int) -> bytes:
@@ -417,6 +440,80 @@ def test_generated_masks(program: tuple[bytes, bytes, Rows]) -> None:
         check_classify(data, start, data[span[0] : span[1]], ())
 
 
+SOUP = [
+    b"#define ",
+    b"# define ",
+    b"const ",
+    b"constexpr ",
+    b"unsigned ",
+    b"long ",
+    b"int ",
+    b"auto ",
+    b"uint64_t ",
+    b"return ",
+    b"for (",
+    b"if(",
+    b"FULL",
+    b"mask",
+    b"m2",
+    b"xmask",
+    b"mask_",
+    b" ",
+    b"\t",
+    b"\n",
+    b"\r\n",
+    b"\\\n",
+    b"=",
+    b"==",
+    b"|=",
+    b"<<=",
+    b"++",
+    b"--",
+    b"->",
+    b".",
+    b">",
+    b"::",
+    b";",
+    b",",
+    b"(",
+    b")",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"//",
+    b"/*",
+    b"*/",
+    b"'",
+    b'"',
+    b"0xffffffff",
+    b"0xffu",
+    b"~0",
+    b"-1",
+    b"1 << 31",
+    b"__activemask()",
+    b"__ballot_sync(",
+    b"(unsigned)",
+    b"static_cast<uint32_t>(",
+    b"\xe9",
+]
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    st.lists(st.sampled_from(SOUP), max_size=60).map(b"".join),
+    st.lists(st.sampled_from(SOUP), min_size=1, max_size=8).map(b"".join),
+    st.sampled_from([b"", b", v, 1);", b")", b";"]),
+)
+def test_token_soup(before: bytes, mask: bytes, after: bytes) -> None:
+    """Declarations, defines, assignments and parameter lists in any order around a call."""
+    data = before + b"__shfl_sync(" + mask + after + b"\n}"
+    start = len(before)
+    check_file(data)
+    check_classify(data, start, mask)
+    check_classify(data, start, mask.strip(), (("FULL", "#define FULL 0xffffffff", 0xFFFFFFFF, 32, False),))
+
+
 @settings(max_examples=300, deadline=None)
 @given(expressions(0, ()))
 def test_generated_constants(text: bytes) -> None:
@@ -425,7 +522,13 @@ def test_generated_constants(text: bytes) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([b"const", b"unsigned", b"long", b"int", b"std::uint32_t", b"static", b"short", b"x"]), max_size=5), st.sampled_from([b" ", b"\t", b"\n ", b"  "]))
+@given(
+    st.lists(
+        st.sampled_from([b"const", b"unsigned", b"long", b"int", b"std::uint32_t", b"static", b"short", b"x"]),
+        max_size=5,
+    ),
+    st.sampled_from([b" ", b"\t", b"\n ", b"  "]),
+)
 def test_int_type(words: list[bytes], sep: bytes) -> None:
     text = sep.join(words)
     assert native()._masks_int_type(text) == masks.int_type(text)
@@ -472,7 +575,22 @@ def test_generated_headers(files: list[bytes], wanted: set[bytes]) -> None:
 
 # --- call rewrites ----------------------------------------------------------------------------------------
 
-ARG_PIECES = [b"v", b"x + 1", b"(a, b)", b"f(c)", b" 16 ", b"{1, 2}", b"a[i]", b";", b"", b"\t", b"\n", b"(", b")", b"]"]
+ARG_PIECES = [
+    b"v",
+    b"x + 1",
+    b"(a, b)",
+    b"f(c)",
+    b" 16 ",
+    b"{1, 2}",
+    b"a[i]",
+    b";",
+    b"",
+    b"\t",
+    b"\n",
+    b"(",
+    b")",
+    b"]",
+]
 
 
 @settings(max_examples=400, deadline=None)
@@ -513,4 +631,4 @@ def test_corpus() -> None:
     for root in os.environ["MONARCH_MASKS_CORPUS"].split(":"):
         files = [p.read_bytes() for p in source_files(Path(root))]
         sites = check_tree(files)
-        print(f"{root}: {len(files)} files, {sites} call sites compared")  # noqa: T201
+        print(f"{root}: {len(files)} files, {sites} call sites compared")

@@ -768,24 +768,20 @@ pub fn constant(text: &[u8], resolve: Option<Resolve<'_>>) -> Option<Value> {
     Some(value)
 }
 
-/// `text` split at its top-level commas (_top_level_parts).
-fn top_level_parts(text: &[u8]) -> Vec<&[u8]> {
-    let mut parts = Vec::new();
+/// The last of `text`'s top-level comma-separated parts (_top_level_parts(text)[-1]), or None when `text`
+/// has no top-level comma.
+fn last_top_level_part(text: &[u8]) -> Option<&[u8]> {
     let mut depth: i64 = 0;
-    let mut start = 0;
+    let mut start = None;
     for (i, &c) in text.iter().enumerate() {
         match c {
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth -= 1,
-            b',' if depth == 0 => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
+            b',' if depth == 0 => start = Some(i + 1),
             _ => {}
         }
     }
-    parts.push(&text[start..]);
-    parts
+    start.map(|s| &text[s..])
 }
 
 fn numeric_cast() -> &'static Regex {
@@ -849,17 +845,20 @@ pub fn classify(data: &[u8], call_start: usize, mask: &[u8], known: &Known) -> M
     classify_at(data, call_start, mask, known, 0)
 }
 
-fn classify_at(data: &[u8], call_start: usize, mask: &[u8], known: &Known, depth: u32) -> Mask {
-    if depth == 0 && mask.len() < 64 {
-        if let Some(hit) = literal_mask(mask) {
-            return hit;
+fn classify_at(data: &[u8], call_start: usize, mut mask: &[u8], known: &Known, depth: u32) -> Mask {
+    let text = loop {
+        if depth == 0 && mask.len() < 64 {
+            if let Some(hit) = literal_mask(mask) {
+                return hit;
+            }
         }
-    }
-    let text = strip_parens(mask);
-    let parts = top_level_parts(text);
-    if parts.len() > 1 {
-        return classify_at(data, call_start, parts[parts.len() - 1], known, depth);
-    }
+        let text = strip_parens(mask);
+        match last_top_level_part(text) {
+            // a comma expression: its value is the last operand's ("((void)m, __activemask())")
+            Some(last) => mask = last,
+            None => break text,
+        }
+    };
     let shown = ws_collapse(text);
     let mut hows: Vec<Vec<u8>> = Vec::new();
     let value = {
