@@ -277,6 +277,10 @@ def test_special_masks() -> None:
             check_classify(b"", 0, mask, rows_)
         assert native()._masks_is_name(mask) == masks.is_name(mask)
         assert native()._masks_constant(mask) == masks.constant(mask)
+    # a name after "::" and a newline: _declaration looks for it re.escape'd with the newline still escaped
+    quirk = b"void f() {\n  unsigned \\\n FULL = 0xffffffff;\n  unsigned long long \n FULL = 1;\n"
+    for mask in (b":: \n FULL", b"::\n FULL", b"::FULL", b":: FULL"):
+        check_classify(quirk, len(quirk), mask)
 
 
 # --- generated masks --------------------------------------------------------------------------------------
