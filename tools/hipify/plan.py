@@ -41,6 +41,7 @@ Signature = tuple[int, int, int, int, int]
 def plan_key(
     hip_version: tuple[int, int] | None,
     overrides: str | None,
+    *,
     comments: bool,
     unmapped: bool,
     launch: bool,
@@ -104,9 +105,7 @@ def _current(path: str, fmt: str, key: str) -> bool:
             header = json.loads(fh.readline())
         if header["format"] != fmt or header["interface"] != native.INTERFACE or header["key"] != key:
             return False
-        return all(
-            _signature(p) == (tuple(sig) if sig is not None else None) for p, sig in header["inputs"]
-        )
+        return all(_signature(p) == (tuple(sig) if sig is not None else None) for p, sig in header["inputs"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -151,26 +150,30 @@ def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> dict[s
         ],
         "target": [[k, v] for k, v in tr.target.describe().items()],
         "translate": export_translate() if export_translate is not None else None,
-        "lint": export_lint() if export_lint is not None else None,
+        "lint": export_lint() if export_lint is not None and options.lint else None,
     }
+
+
+def options_plan_key(options: HipifyOptions, hip_version: tuple[int, int] | None) -> str:
+    """``plan_key`` for ``options`` (the override file as tree.py's key has it: absolute, normalised)."""
+    from tools.hipify import tree  # noqa: PLC0415
+
+    return plan_key(
+        hip_version,
+        tree._options_key(options, hip_version)[0],
+        comments=options.translate_comments_and_strings,
+        unmapped=options.report_unmapped,
+        launch=options.launch_style == "hipLaunchKernelGGL",
+        lint=options.lint,
+    )
 
 
 def plan_path(options: HipifyOptions, hip_version: tuple[int, int] | None) -> tuple[str, str] | None:
     """(the plan's path, its key) for ``options``, or None when the compiled cache is off."""
-    from tools.hipify import tree  # noqa: PLC0415
-
     directory = cache.cache_dir()
     if directory is None:
         return None
-    overrides = tree._options_key(options, hip_version)[0]
-    key = plan_key(
-        hip_version,
-        overrides,
-        options.translate_comments_and_strings,
-        options.report_unmapped,
-        options.launch_style == "hipLaunchKernelGGL",
-        options.lint,
-    )
+    key = options_plan_key(options, hip_version)
     return os.path.join(directory, entry_name("plan", key)), key
 
 
@@ -185,10 +188,15 @@ def refresh(options: HipifyOptions, hip_version: tuple[int, int] | None) -> bool
     path, key = where
     if _current(path, PLAN_FORMAT, key):
         return wrote
+    return _write(path, plan_text(options, hip_version, key)) or wrote
+
+
+def plan_text(options: HipifyOptions, hip_version: tuple[int, int] | None, key: str) -> str:
+    """The plan file's contents: the header line, then the plan."""
     overrides = key.split("\0")[3] or None
     header = _header(PLAN_FORMAT, key, plan_inputs(overrides))  # (signatures first: an edit meanwhile is seen)
     body = json.dumps(build(options, hip_version), separators=(",", ":"))
-    return _write(path, f"{header}\n{body}\n") or wrote
+    return f"{header}\n{body}\n"
 
 
 def _opt_dir() -> str:

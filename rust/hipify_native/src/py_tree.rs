@@ -223,6 +223,8 @@ fn _plan_name(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // whether hipify_main runs the per-file pass natively too (else only with a bridge)
+    m.add("TREE_NATIVE", false)?;
     m.add_function(wrap_pyfunction!(hipify_main, m)?)?;
     m.add_function(wrap_pyfunction!(_output_rel, m)?)?;
     m.add_function(wrap_pyfunction!(_paths, m)?)?;

@@ -15,6 +15,7 @@ pub mod translate; // tools/hipify/translate.py: the per-file pass (Translator.t
 pub mod tree; // tools/hipify/tree.py: the tree pass
 pub mod tree_cli; // tools/hipify/cli.py + model.py: command line, report, summary, the fast path's flow
 pub mod tree_fs; // tree.py's _walk and _Writer
+pub mod tree_native; // tree.py's _process and project_masks over the per-file modules
 pub mod tree_path; // the path arithmetic of tree.py (posixpath, PurePosixPath)
 pub mod tree_plan; // the plan file (tools/hipify/plan.py) and the target detection (rocm.py)
 pub mod tree_state; // .hipify-state.json

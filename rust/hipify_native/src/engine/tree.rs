@@ -233,13 +233,6 @@ fn splice(data: &[u8], start: i64, end: i64, text: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `text.encode("latin-1")` (None: a char beyond U+00FF, where Python raises).
-fn latin1_bytes(text: &str) -> Option<Vec<u8>> {
-    text.chars()
-        .map(|c| u8::try_from(u32::from(c)).ok())
-        .collect()
-}
-
 fn is_source(path: &str) -> bool {
     SOURCE_SUFFIXES.contains(&lower(suffix(basename(path))).as_str())
 }
@@ -264,24 +257,6 @@ impl Hdr {
             Hdr::Api => "hip/hip_runtime_api.h",
         }
     }
-}
-
-/// insert.py's `render(define, runtime, crlf)`.
-pub fn render(define: Option<&str>, runtime: Option<&str>, crlf: bool) -> String {
-    let eol = if crlf { "\r\n" } else { "\n" };
-    let mut out = String::new();
-    if let Some(d) = define.filter(|d| !d.is_empty()) {
-        out.push_str(&format!(
-            "#ifndef {d}  // [hipify] HIP 6.2-6.x declare the warp *_sync builtins only with it{eol}\
-             #define {d}{eol}#endif{eol}"
-        ));
-    }
-    if let Some(h) = runtime.filter(|h| !h.is_empty()) {
-        out.push_str(&format!(
-            "#include <{h}>  // [hipify] nvcc includes the CUDA runtime implicitly{eol}"
-        ));
-    }
-    out
 }
 
 /// Output names (tree.py's `out_info`), memoised per (source, changed).
@@ -399,12 +374,12 @@ fn additions(
             gets[n] == Some(Some(Hdr::Runtime))
         });
         let uses = i64::from(facts::USES_DEVICE | facts::USES_API);
-        let header = if w.srcs[k].path.ends_with(".cu")
+        // a translation unit nvcc compiled that uses CUDA or project headers (cuda_runtime.h came first), or
+        // another file with device code and no runtime include of its own or through its headers
+        let unit = w.srcs[k].path.ends_with(".cu")
             && f & i64::from(facts::RUNTIME_FIRST) == 0
-            && (f & uses != 0 || !w.links[k].is_empty())
-        {
-            Some(Hdr::Runtime)
-        } else if f & i64::from(facts::USES_DEVICE) != 0 && !has_runtime {
+            && (f & uses != 0 || !w.links[k].is_empty());
+        let header = if unit || (f & i64::from(facts::USES_DEVICE) != 0 && !has_runtime) {
             Some(Hdr::Runtime)
         } else if f & i64::from(facts::USES_API) != 0 && !has_runtime {
             let api = i64::from(facts::HAS_RUNTIME_API | facts::HAS_RUNTIME);
@@ -774,7 +749,7 @@ pub fn hipify_tree<S: Step>(
     let mut edits_of: Vec<Vec<EditRow>> = vec![Vec::new(); n];
     let mut out_of: Vec<Option<String>> = vec![None; n];
     let mut stat_of: Vec<Option<(i64, i64)>> = vec![None; n];
-    let mut jobs: Vec<Job> = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new(); // (mutable: the writes take their bytes)
     let mut stop: Option<String> = None;
     let writer = Writer::new(&out_abs);
     for i in 0..n {
@@ -838,11 +813,12 @@ pub fn hipify_tree<S: Step>(
             }
         }
         if let Some((define, header)) = &added[i] {
-            let text = render(
-                define.as_deref(),
-                header.map(Hdr::bytes),
+            let text = super::insert::render(
+                define.as_deref().map(str::as_bytes),
+                header.map(|h| h.bytes().as_bytes()),
                 p.facts & i64::from(facts::CRLF) != 0,
             );
+            let text = String::from_utf8(text).expect("rendered lines are ASCII");
             edits.push(EditRow(p.insert_at, p.insert_at, text));
             findings.extend(addition_findings(
                 &s.path,
@@ -859,7 +835,7 @@ pub fn hipify_tree<S: Step>(
         }
         let mut edit_bytes = Vec::with_capacity(edits.len());
         for e in &edits {
-            match latin1_bytes(&e.2) {
+            match super::types::from_latin1(&e.2) {
                 Some(b) => edit_bytes.push((e.0, e.1, b)),
                 None => {
                     return Err(TreeError::Fallback(format!(
@@ -945,7 +921,6 @@ pub fn hipify_tree<S: Step>(
             )))
         })?;
     }
-    let mut jobs = jobs;
     let slots: Vec<std::sync::Mutex<Option<&mut Job>>> = jobs
         .iter_mut()
         .map(|j| std::sync::Mutex::new(Some(j)))

@@ -71,9 +71,9 @@ pub struct Plan {
     /// `Translator.export_plan()` (helper A's section)
     #[serde(default)]
     pub translate: serde_json::Value,
-    /// `lint.export_plan()` (helper C's section)
+    /// `lint.export_plan()` (None: a plan for --no-lint)
     #[serde(default)]
-    pub lint: serde_json::Value,
+    pub lint: Option<super::rules::LintPlan>,
 }
 
 const OFF: &[&str] = &["0", "off", "no", "false"];

@@ -231,12 +231,31 @@ impl<'de> Deserialize<'de> for Top {
     }
 }
 
+/// Whether Python's json.loads may accept what serde_json refused (`err`) as JSON: NaN and the infinities,
+/// lone surrogate escapes, numbers beyond serde_json's range, nesting deeper than its limit.
+fn python_may_read(bytes: &[u8], err: &serde_json::Error) -> bool {
+    let why = err.to_string();
+    if why.contains("recursion limit") || why.contains("out of range") {
+        return true;
+    }
+    let has = |needle: &[u8]| memchr::memmem::find(bytes, needle).is_some();
+    has(b"NaN") || has(b"Infinity") || has(b"\\ud") || has(b"\\uD")
+}
+
 /// `_load_state` on the file's bytes (`None`: no file). `Err`: not decidable here (see the module doc).
 pub fn parse_state(bytes: Option<&[u8]>) -> Result<State, String> {
     let Some(bytes) = bytes else {
         return Ok(State::default());
     };
-    let top: Top = serde_json::from_slice(bytes).map_err(|e| format!("state file: {e}"))?;
+    let top: Top = match serde_json::from_slice(bytes) {
+        Ok(t) => t,
+        Err(e)
+            if e.classify() != serde_json::error::Category::Data && !python_may_read(bytes, &e) =>
+        {
+            return Ok(State::default()); // not JSON for Python either: `{}`
+        }
+        Err(e) => return Err(format!("state file: {e}")),
+    };
     let Some((schema, fingerprint, files)) = top.0 else {
         return Ok(State::default());
     };

@@ -1,0 +1,565 @@
+"""The native tree pass (rust/hipify_native: engine/tree*.rs, the fast path of ``python -m tools hipify``)
+against the Python one (tools/hipify/tree.py + cli.py): the same output trees byte for byte, the same state
+file (but the output mtimes it records), the same report (but ``seconds``), the same stderr and exit status,
+on trees built from the golden files, csrc/, a generated corpus and hand-made trees (nested directories,
+includes resolved relative, angled and by suffix, cuda-named directories and files, collisions, NUL, Latin-1
+and BOM files, unreadable files, non-ASCII names), on reruns into an existing output (nothing new, a changed,
+added or removed input, other options) and on bad command lines.
+
+Two native modes: ``bridge`` runs the native tree pass with tree.py's own per-file ``_process`` (what the
+tree pass does with the per-file results is what is compared), ``native`` runs everything natively (the
+fast path). Plus: the plan (its key, its staleness), target detection against rocm.py on synthetic roots,
+the path arithmetic, and the fast path through ``python -m tools hipify`` in a subprocess (with its silent
+fallbacks).
+
+Skipped without the module unless ``MONARCH_TEST_REQUIRE_NATIVE=1`` (then failures), as test_native.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from build_backend.toolchain import rocm
+from tools.errors import ToolError
+from tools.hipify import cache, cli, plan, tree
+from tools.hipify import native as native_mod
+from tools.hipify.model import HipifyOptions
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+REQUIRE_NATIVE = os.environ.get("MONARCH_TEST_REQUIRE_NATIVE") == "1"
+
+
+def _module() -> Any:
+    try:
+        module = native_mod.load({"MONARCH_HIPIFY_NATIVE": "1"})
+    except ToolError:
+        return None
+    return module if module is not None and hasattr(module, "hipify_main") else None
+
+
+NATIVE = _module()
+needs_native = pytest.mark.skipif(
+    NATIVE is None and not REQUIRE_NATIVE,
+    reason="native hipify module (with the tree pass) not usable (MONARCH_TEST_REQUIRE_NATIVE=1 makes this a failure)",
+)
+pytestmark = needs_native
+
+
+def _native_per_file() -> bool:
+    """Whether the module runs the per-file pass natively too (not only the tree pass)."""
+    return bool(getattr(NATIVE, "TREE_NATIVE", False))
+
+
+MODES = [
+    "bridge",
+    pytest.param("native", marks=pytest.mark.skipif(not _native_per_file(), reason="no native per-file pass yet")),
+]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans and detect files go to a cache of the test session's own (never the user's)."""
+    if NATIVE is None:
+        pytest.fail("MONARCH_TEST_REQUIRE_NATIVE=1, but the native module with the tree pass is not usable")
+    monkeypatch.setenv("MONARCH_HIPIFY_CACHE", str(tmp_path_factory.getbasetemp() / "hipify-cache"))
+
+
+# --- running both ------------------------------------------------------------------------------------
+
+
+def _options(argv: list[str]) -> tuple[HipifyOptions, tuple[int, int] | None]:
+    """The options cli.main derives from ``argv`` (a command line _fast_parse takes), and the target."""
+    a = cli._fast_parse(argv)
+    assert a is not None, argv
+    opts = HipifyOptions(
+        hip_version=tree.parse_hip_version(a.hip_version) if a.hip_version is not None else None,
+        translate_comments_and_strings=a.translate_comments,
+        launch_style=a.launch,
+        mapping_overrides=a.mappings,
+        jobs=a.jobs,
+        naming=a.naming,
+        lint=not a.no_lint,
+        engine=a.engine,
+        report_unmapped=not a.no_unmapped,
+    )
+    return opts, opts.hip_version if opts.hip_version is not None else tree.detect_hip_version()
+
+
+class _Bridge:
+    """tree.py's own per-file work for the native tree pass (see py_tree.rs's Bridge)."""
+
+    def __init__(self, opts: HipifyOptions, hip: tuple[int, int] | None) -> None:
+        self.key = tree._options_key(opts, hip)
+
+    def process(self, path: str, translate: bool, masks: Any, lint: bool) -> tuple[object, ...]:
+        key = self.key if masks is None else (*self.key[:5], masks)
+        p = tree._process(path, translate, key, lint)
+        return (p.mode, p.sha, p.changed, p.data, p.findings, p.includes, p.defines, p.facts, p.insert_at,
+                p.insert_line, p.unresolved, p.error)  # fmt: skip
+
+    def project_masks(self, paths: list[str], wanted: list[str]) -> tuple[object, list[str]]:
+        table = tree.project_masks(paths, frozenset(n.encode("latin-1") for n in wanted))
+        return table, [name for name, *_ in table]
+
+
+_PLANS: dict[str, str] = {}
+
+
+def _plan_text(argv: list[str]) -> str:
+    opts, hip = _options(argv)
+    key = plan.options_plan_key(opts, hip)
+    if key not in _PLANS:
+        _PLANS[key] = plan.plan_text(opts, hip, key)
+    return _PLANS[key]
+
+
+def run_native(argv: list[str], mode: str) -> tuple[int, str, str]:
+    """The native run of ``python -m tools hipify ARGV`` (it must be taken, not left to Python)."""
+    opts, hip = _options(argv) if cli._fast_parse(argv) else (HipifyOptions(), None)
+    text = _plan_text(argv) if cli._fast_parse(argv) else ""
+    bridge = _Bridge(opts, hip) if mode == "bridge" else None
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, bridge, text)
+    assert not isinstance(r, str), f"the native path was not taken: {r}"
+    rc, out, err = r
+    return rc, out or "", err
+
+
+def run_python(argv: list[str]) -> tuple[int, str, str]:
+    """``python -m tools hipify ARGV`` on the Python path, in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), mock.patch.object(cli, "_keep_plan"):
+        try:
+            rc = cli.main(argv)
+        except ToolError as e:
+            print(f"error: {e}", file=sys.stderr)
+            rc = e.exit_code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _tree_of(root: Path) -> dict[str, object]:
+    """Everything under ``root``: files (bytes; the state file without the mtimes it records), directories,
+    links."""
+    found: dict[str, object] = {}
+    if not root.exists():
+        return found
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            p = Path(dirpath, d)
+            found[str(p.relative_to(root))] = "link" if p.is_symlink() else "dir"
+        for f in filenames:
+            p = Path(dirpath, f)
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                found[rel] = ("link", os.readlink(p))
+            elif f == tree.STATE_FILE:
+                found[rel] = re.sub(rb'"out_mtime_ns":\d+,', b"", p.read_bytes())
+            else:
+                found[rel] = p.read_bytes()
+    return found
+
+
+_SECONDS = re.compile(r'\n "seconds": [0-9.e-]+\n')
+
+
+def compare(tmp: Path, args: list[str], mode: str, *, out: Path | None = None, report: bool = True) -> tuple[int, str]:
+    """Run ``args -o OUT [--report R]`` on both paths from the same starting output directory; assert the same
+    results; leave the native run's output in place. Returns (exit status, stderr)."""
+    out = out or tmp / "out"
+    snap = tmp / "snap"
+    rep = tmp / "report.json"
+    if snap.exists():
+        shutil.rmtree(snap)
+    if out.exists():
+        shutil.copytree(out, snap, symlinks=True)
+    argv = [*args, "-o", str(out), *(["--report", str(rep)] if report else [])]
+    results = []
+    trees = []
+    for side in ("python", mode):
+        if rep.exists():
+            rep.unlink()
+        if out.exists():
+            shutil.rmtree(out)
+        if snap.exists():
+            shutil.copytree(snap, out, symlinks=True)
+        rc, stdout, stderr = run_python(argv) if side == "python" else run_native(argv, mode)
+        text = rep.read_text() if rep.exists() else None
+        results.append((rc, _SECONDS.sub("\n", stdout), stderr, _SECONDS.sub("\n", text) if text else text))
+        trees.append(_tree_of(out))
+    py, nat = results
+    assert nat[0] == py[0], (py, nat)
+    assert nat[2] == py[2]  # stderr
+    assert nat[1] == py[1]  # stdout
+    assert nat[3] == py[3]  # the report
+    assert trees[1].keys() == trees[0].keys()
+    for rel, content in trees[0].items():
+        assert trees[1][rel] == content, rel
+    return py[0], py[2]
+
+
+# --- trees -------------------------------------------------------------------------------------------
+
+
+def _write(root: Path, files: dict[str, bytes | str]) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The golden files, csrc/, tests/hipify/data/warp_sync and ~200 KB of bench/hipify_bench.py's corpus."""
+    root = tmp_path_factory.mktemp("corpus") / "src"
+    shutil.copytree(HERE / "golden", root / "golden")
+    shutil.copytree(REPO / "csrc", root / "csrc")
+    shutil.copytree(HERE / "data" / "warp_sync", root / "warp_sync")
+    spec = importlib.util.spec_from_file_location("_hipify_bench_for_tree", REPO / "bench" / "hipify_bench.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.make_corpus(root / "gen", 200_000)
+    return root
+
+
+# Hand-made: every resolution path, naming rule and odd file the tree pass has a branch for.
+ODD: dict[str, bytes | str] = {
+    "main.cu": '#include "common/util.h"\n#include <helper_cuda.h>\n#include "cuda/kern.cuh"\n'
+    "__global__ void k() {}\nint main() { cudaDeviceSynchronize(); k<<<1, 1>>>(); }\n",
+    "common/util.h": "#pragma once\n#include <cuda_runtime.h>\ninline void u() { cudaFree(0); }\n",
+    "common/plain.h": "#pragma once\nint plain();\n",
+    "Common/helper_cuda.h": "#pragma once\n#include <cuda.h>\n#define checkCudaErrors(x) x\n",
+    "cuda/kern.cuh": '#include "../common/plain.h"\n__device__ int kern() { return __shfl_sync(FULL_MASK, 1, 0); }\n',
+    "cuda/masks.h": "#pragma once\n#define FULL_MASK 0xffffffff\n",
+    "cuda/cuda_utils.h": '#include "kern.cuh"\nvoid f() { cudaStream_t s; }\n',
+    "sub/deep/x.cpp": '#include "common/plain.h"\n#include "util.h"\nint x() { return plain(); }\n',
+    "sub/deep/api.cpp": "void g() { cudaMalloc(0, 4); }\n",
+    "sub/deep/sync.cu": "__device__ void s(unsigned m) { __syncwarp(m); __activemask(); }\n",
+    "sub/unistd.h": "#pragma once\n",
+    "sub/uses_unistd.c": "#include <unistd.h>\nint main() { return 0; }\n",
+    "a.cu": "__global__ void a() {}\n",
+    "a.hip": "// hip already\n",
+    "nul.cu": b"\x00\x01binary cudaMalloc\n",
+    "latin1.cpp": "// caf\xe9 cudaMalloc\nvoid l() { cudaMalloc(0, 1); }\n".encode("latin-1"),
+    "bom.cu": b"\xef\xbb\xbf#include <cuda_runtime.h>\nvoid b() { cudaFree(0); }\n",
+    "crlf.cu": b"#include <stdio.h>\r\n__global__ void c() {}\r\n",
+    ".hidden_file.cu": "void h() { cudaFree(0); }\n",
+    ".git/config": "[core]\n",
+    "__pycache__/x.cu": "void p() {}\n",
+    ".hidden/y.cu": "void y() {}\n",
+    "notes.txt": "cudaMalloc in prose\n",
+    "CMakeLists.txt": "add_library(x main.cu)\n",
+    "noext": "cudaFree\n",
+    "dots..cu": "void d() { cudaFree(0); }\n",
+    "lint.cu": "__global__ void w(int* o) { int lane = threadIdx.x & 31; o[lane] = 32; }  // hipify: ignore(lane-math)\n",
+    "unmapped.cu": "#define cudaMyMacro 1\nvoid m() { int x = cudaMyMacro + cudaNotARealName; }\n",
+    "dír/é.cu": '#include "é.h"\nvoid e() { cudaFree(0); }\n',
+    "dír/é.h": "#pragma once\nvoid f() { cudaStream_t s; }\n",
+}
+
+
+@pytest.fixture
+def odd(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    _write(src, ODD)
+    (src / "broken.cu").symlink_to(src / "nowhere.cu")  # unreadable: a finding, no output
+    (src / "linked_dir").symlink_to(src / "common")  # not walked (followlinks=False)
+    (src / "linked.h").symlink_to(src / "common" / "plain.h")
+    return src
+
+
+# --- the comparisons -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "opts",
+    [
+        ["--hip-version", "5.2"],
+        ["--hip-version", "6.4", "--naming", "keep"],
+        ["--hip-version", "7.2", "--translate-comments", "--launch", "hipLaunchKernelGGL", "-j", "1"],
+        ["--hip-version", "6.2.1", "--no-lint", "--no-unmapped", "--max-listed", "3", "--strict"],
+    ],
+    ids=["5.2", "6.4-keep", "7.2-literals-launch", "6.2-nolint-strict"],
+)
+def test_corpus(tmp_path: Path, corpus: Path, opts: list[str], mode: str) -> None:
+    compare(tmp_path, [str(corpus), *opts], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("naming", ["hipify_torch", "keep"])
+@pytest.mark.parametrize("hip", ["5.2", "6.4"])
+def test_odd_tree(tmp_path: Path, odd: Path, naming: str, hip: str, mode: str) -> None:
+    rc, err = compare(tmp_path, [str(odd), "--hip-version", hip, "--naming", naming, "--max-listed", "100"], mode)
+    assert rc == 0
+    assert "[unreadable]" in err and "[output-collision]" in err
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_file_arguments_and_two_roots(tmp_path: Path, odd: Path, corpus: Path, mode: str) -> None:
+    args = [str(odd / "main.cu"), str(odd / "sub"), str(corpus / "golden"), str(odd / "cuda" / "kern.cuh")]
+    compare(tmp_path, [*args, "--hip-version", "6.4", "-q"], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reruns(tmp_path: Path, odd: Path, mode: str) -> None:
+    args = [str(odd), "--hip-version", "6.4"]
+    compare(tmp_path, args, mode)  # fresh (staged beside, renamed into place)
+    compare(tmp_path, args, mode)  # nothing new: every result from the record, every output unchanged
+    (odd / "sub" / "deep" / "api.cpp").write_text("void g() { cudaMalloc(0, 8); cudaFree(0); }\n")  # changed
+    (odd / "new.cu").write_text('#include "common/util.h"\nvoid n() {}\n')  # added
+    shutil.rmtree(odd / "cuda")  # removed: stale outputs and their emptied directories go
+    compare(tmp_path, args, mode)
+    compare(tmp_path, [*args, "--no-lint"], mode)  # other options: nothing reused
+    (tmp_path / "out" / "common" / "plain.h").write_text("edited output\n")  # an output edited by hand
+    compare(tmp_path, [*args, "--no-lint"], mode)
+    os.utime(tmp_path / "out" / "main.hip", ns=(0, 0))  # an output touched: compared by content
+    compare(tmp_path, [*args, "--no-lint"], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_existing_output_without_record(tmp_path: Path, odd: Path, mode: str) -> None:
+    _write(tmp_path / "out", {"main.hip": "old\n", "keep/me.txt": "mine\n", tree.STATE_FILE: "not json"})
+    compare(tmp_path, [str(odd), "--hip-version", "5.2"], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_project_masks_and_header_edit(tmp_path: Path, mode: str) -> None:
+    src = tmp_path / "src"
+    _write(
+        src,
+        {
+            "common.cuh": "#pragma once\n#define FULL_MASK 0xffffffff\n#define HALF 0x0000ffff\n",
+            "k.cu": '#include "common.cuh"\n__global__ void k(int* d) {\n'
+            "  d[0] = __shfl_sync(FULL_MASK, d[0], 0) + __shfl_sync(HALF, d[0], 0) + __shfl_sync(NOWHERE, d[0], 0);\n}\n",
+        },
+    )
+    args = [str(src), "--hip-version", "6.4"]
+    compare(tmp_path, args, mode)
+    compare(tmp_path, args, mode)
+    (src / "common.cuh").write_text("#pragma once\n#define FULL_MASK 0x0000ffff\n#define HALF 0x0000ffff\n")
+    compare(tmp_path, args, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_report_to_stdout_and_quiet(tmp_path: Path, odd: Path, mode: str) -> None:
+    compare(tmp_path, [str(odd), "--hip-version", "5.2", "--report=-", "-q"], mode, report=False)
+    compare(tmp_path, [str(odd), "--hip-version", "5.2", "--max-listed", "0", "--strict"], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_inputs(tmp_path: Path, odd: Path, mode: str) -> None:
+    rc, err = compare(tmp_path, [str(tmp_path / "nope"), "--hip-version", "5.2"], mode)
+    assert rc == 2 and err.startswith("error: source not found")
+    before = _tree_of(odd)
+    argv = [str(odd / "sub"), "-o", str(odd), "--hip-version", "5.2"]
+    py, nat = run_python(argv), run_native(argv, mode)
+    assert nat == py and py[0] == 2 and "refusing to translate in place" in py[2]
+    assert _tree_of(odd) == before
+    rc, err = compare(tmp_path, [str(odd), "--hip-version", "5.2", "-j", "0"], mode)
+    assert rc == 2 and err == "error: jobs must be at least 1\n"
+    # a file argument inside the output directory, whose output would be itself
+    out = tmp_path / "out2"
+    _write(out, {"plain.h": "#pragma once\nint plain();\n", "z.cu": "void z() { cudaFree(0); }\n"})
+    rc, err = compare(tmp_path, [str(out / "z.cu"), str(out / "plain.h"), "--hip-version", "5.2"], mode, out=out)
+    assert rc == 2 and "would overwrite a source file" in err
+    # a report that cannot be written (its directory is a file)
+    rc, err = compare(tmp_path, [str(odd), "--hip-version", "5.2", "--report", str(odd / "notes.txt" / "r.json")],
+                      mode, report=False)  # fmt: skip
+    assert rc == 2 and err.startswith("error: cannot write report")
+
+
+# --- what the native side leaves to Python ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["src", "-o", "out", "--engine", "hipify_torch"],
+        ["src", "-o", "out", "--hip-version", "five"],
+        ["src", "-o", "out", "--out=x"],
+        ["src", "--version"],
+        ["-o", "out"],
+        ["src", "-o", "out", "--report", "."],
+    ],
+)
+def test_left_to_python(argv: list[str]) -> None:
+    assert isinstance(NATIVE.hipify_main(argv, plan.TOOLS_DIR, None, ""), str)
+
+
+def test_stale_or_missing_plan_is_left_to_python(tmp_path: Path, odd: Path) -> None:
+    argv = [str(odd), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
+    text = _plan_text(argv)
+    header, body = text.split("\n", 1)
+    head = json.loads(header)
+    head["inputs"][2][1][1] += 1  # a .py file's mtime
+    stale = json.dumps(head) + "\n" + body
+    opts, hip = _options(argv)
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), stale)
+    assert isinstance(r, str) and "stale" in r
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), text.replace(plan.PLAN_FORMAT, "other"))
+    assert isinstance(r, str)
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_names_agree() -> None:
+    for hip, overrides, flags in [
+        ((5, 2), None, (False, True, False, True)),
+        (None, "/x/o.tsv", (True, False, True, False)),
+    ]:
+        key, name, directory = NATIVE._plan_name(plan.TOOLS_DIR, hip, overrides, *flags)
+        comments, unmapped, launch, lint = flags
+        assert key == plan.plan_key(hip, overrides, comments=comments, unmapped=unmapped, launch=launch, lint=lint)
+        assert name == plan.entry_name("plan", key)
+    assert directory == cache.cache_dir()
+
+
+def test_refresh_writes_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONARCH_HIPIFY_CACHE", str(tmp_path / "cache"))
+    opts = HipifyOptions(hip_version=(5, 2))
+    assert plan.refresh(opts, (5, 2))
+    assert not plan.refresh(opts, (5, 2))
+    path, key = plan.plan_path(opts, (5, 2)) or ("", "")
+    assert plan._current(path, plan.PLAN_FORMAT, key)
+    assert (tmp_path / "cache" / plan.entry_name("plan", key)).is_file()
+
+
+# --- target detection ------------------------------------------------------------------------------------
+
+
+def _rocm_roots(tmp: Path) -> Path:
+    opt = tmp / "opt"
+    _write(
+        opt,
+        {
+            "rocm-5.7.1/.info/version": "5.7.1-43\n",
+            "rocm-6.10.0/include/hip/hip_version.h": "#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 10\n",
+            "rocm-6.2.0/share/hip/version": "HIP_VERSION_MAJOR=6\nHIP_VERSION_MINOR=2\n",
+            "home/include/hip/hip_version.h": "#define  HIP_VERSION_MAJOR\t7\n#define HIP_VERSION_MINOR 2 // x\n",
+            "bad/.info/version": "  x.2\n",
+            "both/.info/version": "6.4.0\n",
+            "both/include/hip/hip_version.h": "#define HIP_VERSION_MAJOR 7\n",
+            "dir/include/hip/hip_version.h/x": "",
+        },
+    )
+    return opt
+
+
+def test_detection_matches_rocm_py(tmp_path: Path) -> None:
+    opt = _rocm_roots(tmp_path)
+    files = [tuple(v) for v in rocm.VERSION_FILES]
+    cases: list[dict[str, str]] = [
+        {},
+        {"ROCM_HOME": str(opt / "home")},
+        {"ROCM_HOME": "", "ROCM_PATH": str(opt / "rocm-5.7.1")},
+        {"ROCM_HOME": str(opt / "bad"), "ROCM_PATH": str(opt / "home")},
+        {"ROCM_PATH": str(opt / "both") + "//"},
+        {"ROCM_PATH": str(opt / "dir")},
+        {"ROCM_PATH": str(opt / "nowhere")},
+    ]
+    for env in cases:
+        roots = [str(p) for p in rocm.fallback_roots(opt)]
+        got = NATIVE._installed_version(list(env.items()), list(rocm.ENV), roots, files)
+        assert got == rocm.installed_version(env, opt), env
+    shutil.rmtree(opt / "rocm-6.10.0")
+    roots = [str(p) for p in rocm.fallback_roots(opt)]
+    assert NATIVE._installed_version([], list(rocm.ENV), roots, files) == rocm.installed_version({}, opt) == (6, 2)
+
+
+def test_detection_through_the_detect_file(tmp_path: Path, odd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opt = _rocm_roots(tmp_path)
+    monkeypatch.setenv("MONARCH_HIPIFY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ROCM_HOME", str(opt / "home"))
+    monkeypatch.delenv("ROCM_PATH", raising=False)
+    assert tree.detect_hip_version() == (7, 2)
+    argv = [str(odd), "-o", str(tmp_path / "out")]
+    assert "no detect file" in NATIVE.hipify_main(argv, plan.TOOLS_DIR, None, "")
+    plan.refresh_detect()
+    opts = HipifyOptions()
+    key = plan.options_plan_key(opts, (7, 2))
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, (7, 2)), plan.plan_text(opts, (7, 2), key))
+    assert isinstance(r, tuple) and "(HIP 7.2)" in r[2]
+
+
+# --- paths -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["", ".", "/", "//a//b/", "///a/../b", "a/./b/../../..", "x.cu", ".cu", "..cu", "a.b/c", "a/b.", "/a/b.CU",
+     "dír/é.h", "a/.hidden.h", "cuda/CUDA_x.cuh", "a/b/c.tar.gz"],
+)  # fmt: skip
+def test_path_arithmetic(path: str) -> None:
+    normpath, pure, ext, suffix, rel = NATIVE._paths(path, "/a/b/c")
+    assert normpath == os.path.normpath(path)
+    assert pure == str(PurePosixPath(path))
+    assert ext == os.path.splitext(path)[1]
+    assert suffix == PurePosixPath(path).suffix
+    if path.startswith("/"):
+        assert rel == tree._relative(os.path.normpath(path), "/a/b/c")
+    if path and not path.endswith("/") and path not in (".", "/"):
+        for changed in (False, True):
+            for naming in ("hipify_torch", "keep"):
+                assert NATIVE._output_rel(path.lstrip("/"), changed, naming) == tree._output_rel(
+                    path.lstrip("/"), changed, naming
+                )
+
+
+def test_system_headers_agree() -> None:
+    assert set(NATIVE._system_headers()) == set(tree.SYSTEM_HEADERS)
+
+
+# --- the fast path through python -m tools -------------------------------------------------------------------
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    path = [os.path.dirname(NATIVE.__file__), str(REPO)]
+    return subprocess.run(
+        [sys.executable, "-m", "tools", "hipify", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path), **env},
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(not _native_per_file(), reason="no native per-file pass yet")
+def test_fast_path_end_to_end(tmp_path: Path, odd: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {"MONARCH_HIPIFY_CACHE": str(cache), "MONARCH_HIPIFY_NATIVE_TRACE": "1"}
+    out, rep = tmp_path / "out", tmp_path / "r.json"
+    args = [str(odd), "--hip-version", "6.4", "--report", str(rep), "-o", str(out)]
+    runs = []
+    for name, extra in (("python", {"MONARCH_HIPIFY_NATIVE": "0"}), ("first", {}), ("fast", {}), ("again", {})):
+        if name != "again" and out.exists():
+            shutil.rmtree(out)
+        proc = _cli(args, {**env, **extra})
+        runs.append((name, proc, _tree_of(out), _SECONDS.sub("\n", rep.read_text())))
+    (_, ref, ref_tree, ref_report), (_, first, *_), (_, fast, fast_tree, fast_report), (_, again, *_) = runs
+    assert "not on the native fast path: no plan" in first.stderr  # no plan yet: Python, which writes it
+    assert "not on the native fast path" not in fast.stderr + again.stderr
+    assert fast.returncode == ref.returncode
+    assert fast.stderr == ref.stderr
+    assert fast_tree == ref_tree
+    assert fast_report == ref_report
+    assert ", 0 written, " in again.stderr  # the rerun reuses everything
+    # a command line the fast path leaves to argparse: Python, silently
+    other = _cli(
+        [str(odd), "--hip-version=6.4", "-o", str(tmp_path / "c"), "--no-lint"], {"MONARCH_HIPIFY_CACHE": str(cache)}
+    )
+    assert other.returncode == 0 and other.stderr.startswith("hipify: ")
