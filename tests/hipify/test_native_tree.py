@@ -400,6 +400,23 @@ def test_left_to_python(argv: list[str]) -> None:
     assert isinstance(NATIVE.hipify_main(argv, plan.TOOLS_DIR, None, ""), str)
 
 
+def test_what_python_would_hold_otherwise_is_left_to_python(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    _write(src, {"ok.cu": "void f() { cudaFree(0); }\n"})
+    with open(os.path.join(os.fsencode(src), b"\xffx.cu"), "wb") as fh:  # not UTF-8: surrogate-escaped in Python
+        fh.write(b"void g() {}\n")
+    out = tmp_path / "out"
+    argv = [str(src), "-o", str(out), "--hip-version", "5.2"]
+    opts, hip = _options(argv)
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), _plan_text(argv))
+    assert isinstance(r, str) and "UTF-8" in r
+    assert not out.exists()
+    os.unlink(os.path.join(os.fsencode(src), b"\xffx.cu"))
+    out.write_text("a file where the output directory goes\n")  # Python fails with an OSError there
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), _plan_text(argv))
+    assert isinstance(r, str) and "not a directory" in r
+
+
 def test_stale_or_missing_plan_is_left_to_python(tmp_path: Path, odd: Path) -> None:
     argv = [str(odd), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
     text = _plan_text(argv)

@@ -524,6 +524,12 @@ pub fn hipify_tree<S: Step>(
     let started = Instant::now();
     let out_abs = super::tree_path::abs_path(&pure_path(out_dir), cwd);
     let (srcs, roots) = walk(sources, &out_abs, cwd)?;
+    if fs::symlink_metadata(&out_abs).is_ok() && !fs::metadata(&out_abs).is_ok_and(|m| m.is_dir()) {
+        // (Python fails there with an OSError's traceback)
+        return Err(TreeError::Fallback(format!(
+            "{out_abs} exists and is not a directory"
+        )));
+    }
     let n = srcs.len();
     let mut by_key: HashMap<&str, usize> = HashMap::with_capacity(n);
     for (i, s) in srcs.iter().enumerate() {
