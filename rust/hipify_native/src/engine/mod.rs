@@ -11,5 +11,8 @@ pub mod insert; // tools/hipify/insert.py: facts, insertion point, rendered line
 pub mod masks; // tools/hipify/masks.py: lane-mask classification
 pub mod rules; // tools/hipify/lint.py: lint_bytes, silenced
 pub mod translate; // tools/hipify/translate.py: the per-file pass (Translator.translate)
+pub mod translate_ctx; // translate.py: the context checks of the per-file pass
+pub mod translate_launch; // translate.py: convert_launches
+pub mod translate_stub; // TEMPORARY: helper B/C APIs until they land
 pub mod tree; // tools/hipify/tree.py + cli.py + model.py: the tree pass, state, report, command line
 pub mod types;
