@@ -120,7 +120,9 @@ impl Decider for PyDecider<'_, '_> {
         if !r.is_none() {
             let (start, end, text): (usize, usize, Bound<'_, PyBytes>) = r.extract()?;
             if end < start || end > w.data.len() {
-                return Err(PyValueError::new_err("on_include: replacement out of range"));
+                return Err(PyValueError::new_err(
+                    "on_include: replacement out of range",
+                ));
             }
             w.replace(start, end, text.as_bytes());
         }

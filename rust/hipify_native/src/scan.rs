@@ -318,8 +318,7 @@ impl<'a> Walk<'a> {
     #[inline]
     pub fn replace_parts(&mut self, start: usize, end: usize, parts: &[&[u8]]) {
         if self.out.capacity() == 0 {
-            self.out
-                .reserve(self.data.len() + self.data.len() / 8 + 64);
+            self.out.reserve(self.data.len() + self.data.len() / 8 + 64);
         }
         if start > self.pos {
             self.out.extend_from_slice(&self.data[self.pos..start]);
@@ -435,7 +434,8 @@ pub fn walk<'a, D: Decider>(
                     i = end;
                     continue;
                 }
-                if i > 0 && IDC[data[i - 1] as usize] && data[token_start(data, i)].is_ascii_digit() {
+                if i > 0 && IDC[data[i - 1] as usize] && data[token_start(data, i)].is_ascii_digit()
+                {
                     i += 1; // C++14 digit separator (1'000): not a character literal
                     continue;
                 }

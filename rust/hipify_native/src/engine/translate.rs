@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::translate_stub as insert;
 use super::translate_ctx::{
     cuda_looking, cuda_only_header, define_names, discarded_call, is_declaration, is_member,
     line_start, lstrip_blanks, namespace_context,
 };
 use super::translate_launch::convert_launches;
+use super::translate_stub as insert;
 use super::translate_stub as masks;
 use super::translate_stub::{rewrite_call, Downgrade};
 use super::types::{facts, from_latin1, latin1, FileResult, Include, RawFinding};
@@ -117,6 +117,9 @@ impl Spec {
     }
 }
 
+/// `header_action`: (replacement path, empty to drop the include; finding)
+type HeaderAction = (Option<Box<[u8]>>, Option<u32>);
+
 /// Everything that comes from the plan (shared by translators that differ in their project masks).
 struct Tables {
     prefixes: Prefixes,
@@ -124,7 +127,7 @@ struct Tables {
     literals: bool,
     report_unmapped: bool,
     actions: FxMap<Box<[u8]>, Action>,
-    headers: FxMap<Box<[u8]>, (Option<Box<[u8]>>, Option<u32>)>,
+    headers: FxMap<Box<[u8]>, HeaderAction>,
     specs: Vec<Spec>,
     unmapped: Option<u32>,
     cuda_only_header: Option<u32>,
@@ -154,7 +157,9 @@ fn index(k: i32, len: usize, what: &str) -> Result<Option<u32>, String> {
         return Ok(None);
     }
     if k as usize >= len {
-        return Err(format!("translate plan: {what} refers to finding {k} of {len}"));
+        return Err(format!(
+            "translate plan: {what} refers to finding {k} of {len}"
+        ));
     }
     Ok(Some(k as u32))
 }
@@ -210,7 +215,7 @@ impl Translator {
                 },
             );
         }
-        let mut headers: FxMap<Box<[u8]>, (Option<Box<[u8]>>, Option<u32>)> = FxMap::default();
+        let mut headers: FxMap<Box<[u8]>, HeaderAction> = FxMap::default();
         for (path, repl, finding) in &plan.headers {
             let finding = index(*finding, nspecs, path)?;
             let replacement = match repl {
@@ -485,7 +490,8 @@ impl FileState<'_> {
     /// `_downgrade_finding` (the method and the module function).
     fn downgrade_finding(&mut self, data: &[u8], s: usize, e: usize, dg: &Downgrade) -> RawFinding {
         let mut mask = None;
-        if (dg.action == "drop-first-arg" || dg.action == "replace-call") && is_masked(&data[s..e]) {
+        if (dg.action == "drop-first-arg" || dg.action == "replace-call") && is_masked(&data[s..e])
+        {
             if let Some((a, b)) = masks::first_argument(data, e) {
                 mask = Some(self.classify(data, s, &data[a..b]));
             }
@@ -493,17 +499,18 @@ impl FileState<'_> {
         let below = format_version(&dg.below);
         let cuda = latin1(&dg.cuda_name);
         let replacement = latin1(&dg.replacement);
-        let finding = |kind: &str, reason: String, suggestion: String, blocking: bool, rule: &str| {
-            RawFinding {
-                offset: s,
-                name: dg.cuda_name.clone(),
-                kind: kind.to_string(),
-                reason: from_latin1(&reason).unwrap_or_else(|| reason.into_bytes()),
-                suggestion: from_latin1(&suggestion).unwrap_or_else(|| suggestion.into_bytes()),
-                blocking,
-                rule: rule.to_string(),
-            }
-        };
+        let finding =
+            |kind: &str, reason: String, suggestion: String, blocking: bool, rule: &str| {
+                RawFinding {
+                    offset: s,
+                    name: dg.cuda_name.clone(),
+                    kind: kind.to_string(),
+                    reason: from_latin1(&reason).unwrap_or_else(|| reason.into_bytes()),
+                    suggestion: from_latin1(&suggestion).unwrap_or_else(|| suggestion.into_bytes()),
+                    blocking,
+                    rule: rule.to_string(),
+                }
+            };
         if let Some(m) = &mask {
             if ![masks::FULL32, masks::FULL64, masks::ACTIVE, masks::ACTIVE32].contains(&m.cls) {
                 let what = if m.cls == masks::PARTIAL {
@@ -552,7 +559,12 @@ impl FileState<'_> {
         let name = &data[s..e];
         let m = self.classify(data, s, arg);
         let target = format!("HIP {}", latin1(&self.t.target_label));
-        let push = |st: &mut Self, kind: &str, reason: String, suggestion: &str, blocking: bool, rule: &str| {
+        let push = |st: &mut Self,
+                    kind: &str,
+                    reason: String,
+                    suggestion: &str,
+                    blocking: bool,
+                    rule: &str| {
             st.findings.push(RawFinding {
                 offset: s,
                 name: name.to_vec(),
@@ -653,7 +665,11 @@ impl FileState<'_> {
         }
         if let Some(f) = finding {
             let spec = &t.specs[f as usize];
-            let rule = if spec.kind == "hazard" { "cuda-only-header" } else { "" };
+            let rule = if spec.kind == "hazard" {
+                "cuda-only-header"
+            } else {
+                ""
+            };
             self.findings.push(spec.finding(pstart, path, rule));
         }
         let out_pstart = w.out_offset(pstart);

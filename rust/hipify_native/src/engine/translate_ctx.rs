@@ -163,7 +163,10 @@ fn call_end(data: &[u8], end: usize) -> Option<usize> {
                     break (c, memchr(b'\n', &data[p..]).map_or(n, |k| p + k));
                 }
                 b'/' if p + 1 < n && data[p + 1] == b'*' => {
-                    break (c, memmem::find(&data[p + 2..], b"*/").map_or(n, |k| p + 2 + k + 2));
+                    break (
+                        c,
+                        memmem::find(&data[p + 2..], b"*/").map_or(n, |k| p + 2 + k + 2),
+                    );
                 }
                 _ => p += 1,
             }
@@ -267,7 +270,8 @@ pub fn discarded_call(data: &[u8], start: usize, end: usize) -> bool {
         b':' => {
             // case x: / default: / label:, not a ?: or a ::
             let ls = line_start(data, j);
-            !(j >= 2 && data[j - 2] == b':') && !data[ls..j].contains(&b'?')
+            let colon_before = j >= 2 && data[j - 2] == b':'; // data[j-2:j-1] == b":"
+            !colon_before && !data[ls..j].contains(&b'?')
         }
         b')' => {
             // if (...) / for (...) / while (...), not a cast
@@ -335,7 +339,11 @@ const NOT_TYPES: &[&[u8]] = &[
 pub fn is_declaration(data: &[u8], start: usize, end: usize) -> bool {
     let window = &data[end..(end + 64).min(data.len())];
     let nxt = lstrip_set(window, b" \t\r\n");
-    if nxt.is_empty() || !b"=;,)[{:(<".contains(&nxt[0]) || nxt.starts_with(b"==") || nxt.starts_with(b"::") {
+    if nxt.is_empty()
+        || !b"=;,)[{:(<".contains(&nxt[0])
+        || nxt.starts_with(b"==")
+        || nxt.starts_with(b"::")
+    {
         return false;
     }
     match prev_token(data, start.saturating_sub(64), start) {
@@ -403,7 +411,15 @@ pub fn cuda_looking(name: &[u8]) -> bool {
         if upper_at(2) && name.get(3).is_some_and(|c| c.is_ascii_lowercase()) {
             return true;
         }
-        for lib in [&b"blas"[..], b"rand", b"sparse", b"fft", b"solver", b"dnn", b"tensor"] {
+        for lib in [
+            &b"blas"[..],
+            b"rand",
+            b"sparse",
+            b"fft",
+            b"solver",
+            b"dnn",
+            b"tensor",
+        ] {
             if rest.starts_with(lib) && rest.len() > lib.len() {
                 return true;
             }
@@ -420,7 +436,15 @@ pub fn cuda_looking(name: &[u8]) -> bool {
                 return true;
             }
         }
-        for lib in [&b"BLAS_"[..], b"RAND_", b"SPARSE_", b"FFT_", b"SOLVER_", b"DNN_", b"DA_ERROR_"] {
+        for lib in [
+            &b"BLAS_"[..],
+            b"RAND_",
+            b"SPARSE_",
+            b"FFT_",
+            b"SOLVER_",
+            b"DNN_",
+            b"DA_ERROR_",
+        ] {
             if rest.starts_with(lib) && rest.len() > lib.len() {
                 return true;
             }
@@ -551,7 +575,13 @@ mod tests {
         ] {
             assert!(cuda_only_header(yes), "{yes:?}");
         }
-        for no in [&b"cuda/pipelines"[..], b"crt/.h", b"nvtx3/a b", b"cuda_pipeline.hh", b"x/mma.h"] {
+        for no in [
+            &b"cuda/pipelines"[..],
+            b"crt/.h",
+            b"nvtx3/a b",
+            b"cuda_pipeline.hh",
+            b"x/mma.h",
+        ] {
             assert!(!cuda_only_header(no), "{no:?}");
         }
     }
@@ -571,7 +601,10 @@ mod tests {
     #[test]
     fn defines() {
         let mut out = Vec::new();
-        define_names(b"#define A 1\n# define\tB_2\n#define\n#definex C\n##define D", &mut out);
+        define_names(
+            b"#define A 1\n# define\tB_2\n#define\n#definex C\n##define D",
+            &mut out,
+        );
         assert_eq!(out, vec![b"A".to_vec(), b"B_2".to_vec(), b"D".to_vec()]);
     }
 }

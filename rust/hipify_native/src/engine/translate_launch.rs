@@ -173,7 +173,10 @@ pub fn convert_launches(
             failed.push(in_off);
             continue;
         };
-        let mut cfg: Vec<&[u8]> = cfg_pieces.iter().map(|&(a, b)| strip(&data[a..b])).collect();
+        let mut cfg: Vec<&[u8]> = cfg_pieces
+            .iter()
+            .map(|&(a, b)| strip(&data[a..b]))
+            .collect();
         while cfg.len() < 4 {
             cfg.push(b"0");
         }

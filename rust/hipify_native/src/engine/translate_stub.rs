@@ -43,7 +43,10 @@ pub struct Mask {
 pub fn classify(_data: &[u8], _call_start: usize, mask: &[u8], _known: &Known) -> Mask {
     Mask {
         cls: RUNTIME,
-        how: format!("{} is computed at run time", crate::engine::types::latin1(mask)),
+        how: format!(
+            "{} is computed at run time",
+            crate::engine::types::latin1(mask)
+        ),
         unresolved: Vec::new(),
     }
 }
@@ -141,7 +144,10 @@ pub fn rewrite_call(data: &[u8], end: usize, dg: &Downgrade) -> Option<(Vec<u8>,
     }
     match dg.action.as_str() {
         "call" => {
-            if data[i + 1..j].iter().any(|c| !b" \t\n\r\x0b\x0c".contains(c)) {
+            if data[i + 1..j]
+                .iter()
+                .any(|c| !b" \t\n\r\x0b\x0c".contains(c))
+            {
                 return None;
             }
             Some((dg.replacement.clone(), j + 1))
@@ -207,7 +213,10 @@ pub fn defines_and_lines(data: &[u8], sync_macro: Option<&[u8]>) -> u32 {
     out
 }
 
-pub fn positions(data: &[u8], offsets: &[usize]) -> std::collections::HashMap<usize, (usize, usize)> {
+pub fn positions(
+    data: &[u8],
+    offsets: &[usize],
+) -> std::collections::HashMap<usize, (usize, usize)> {
     let mut out = std::collections::HashMap::new();
     for &off in offsets {
         let to = off.min(data.len());
