@@ -50,8 +50,19 @@ def env_for(flavour: str) -> dict[str, str] | None:
 
 def build(tree: Path, build_dir: Path, env: dict[str, str], root: Path | None = None) -> tuple[float, str]:
     out = build_dir.parent / "dist"
-    argv = ["-m", "pip", "wheel", str(tree), "--no-deps", "--no-build-isolation", "-v", "-w", str(out),
-            "-C", f"build-dir={build_dir}"]
+    argv = [
+        "-m",
+        "pip",
+        "wheel",
+        str(tree),
+        "--no-deps",
+        "--no-build-isolation",
+        "-v",
+        "-w",
+        str(out),
+        "-C",
+        f"build-dir={build_dir}",
+    ]
     if root is None:
         argv, run_env = [sys.executable, *argv], env
     else:  # inside the root: the same command with its python, the tree and build directory bound in
@@ -72,7 +83,9 @@ def compile_line(log: str) -> str:
 
 
 def main(flavours: list[str]) -> None:
-    print(f"{'flavour':8} {'cold s':>8} {'no-op s':>8} {'ratio':>6} {'1 kernel s':>10}  no-op compile / after one kernel edit")
+    print(
+        f"{'flavour':8} {'cold s':>8} {'no-op s':>8} {'ratio':>6} {'1 kernel s':>10}  no-op compile / after one kernel edit"
+    )
     for flavour in flavours:
         env = env_for(flavour)
         if env is None:
@@ -80,8 +93,9 @@ def main(flavours: list[str]) -> None:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "tree"
-            files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                                   text=True, check=True).stdout.split()
+            files = subprocess.run(
+                ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+            ).stdout.split()
             for name in files:
                 if (ROOT / name).is_file():
                     (tree / name).parent.mkdir(parents=True, exist_ok=True)
@@ -93,8 +107,10 @@ def main(flavours: list[str]) -> None:
             kernel = tree / "csrc" / "checksum.cu"
             kernel.write_text(kernel.read_text() + "\n// benchmark edit\n")
             edit, edit_log = build(tree, build_dir, env, root)
-            print(f"{flavour:8} {cold:8.1f} {noop:8.1f} {noop / cold:6.2f} {edit:10.1f}  "
-                  f"{compile_line(noop_log)} / {compile_line(edit_log)}")
+            print(
+                f"{flavour:8} {cold:8.1f} {noop:8.1f} {noop / cold:6.2f} {edit:10.1f}  "
+                f"{compile_line(noop_log)} / {compile_line(edit_log)}"
+            )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ def blob(size: int) -> bytes:
 
 def run_case(tree: Path) -> dict[str, float]:
     out = tree.parent / "out"
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(out), str(ROOT)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tree), str(out), str(ROOT)], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         sys.exit(proc.stderr)
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -85,12 +86,22 @@ def main() -> None:
             tree, size = make(kind, scale, Path(tmp))
             r = run_case(tree)
             results[kind] = r
-            print(f"{kind:18} {size / 1e6:8.1f} {r['seconds']:8.2f} {size / 1e6 / r['seconds']:8.1f} {r['rss_mb']:12.0f}")
+            print(
+                f"{kind:18} {size / 1e6:8.1f} {r['seconds']:8.2f} {size / 1e6 / r['seconds']:8.1f} {r['rss_mb']:12.0f}"
+            )
     print()
-    print(f"linearity: 50 MB / 10 MB file time = {results['one file 50']['seconds'] / results['one file 10']['seconds']:.2f} (ideal 5)")
-    print(f"linearity: 20000 / 2000 files time = {results['files 20000']['seconds'] / results['files 2000']['seconds']:.2f} (ideal 10)")
-    print(f"linearity: 10 MB / 2 MB line time  = {results['one line 10']['seconds'] / results['one line 2']['seconds']:.2f} (ideal 5)")
-    print(f"peak RSS 20000 files vs 2000 files: {results['files 20000']['rss_mb']:.0f} MB vs {results['files 2000']['rss_mb']:.0f} MB")
+    print(
+        f"linearity: 50 MB / 10 MB file time = {results['one file 50']['seconds'] / results['one file 10']['seconds']:.2f} (ideal 5)"
+    )
+    print(
+        f"linearity: 20000 / 2000 files time = {results['files 20000']['seconds'] / results['files 2000']['seconds']:.2f} (ideal 10)"
+    )
+    print(
+        f"linearity: 10 MB / 2 MB line time  = {results['one line 10']['seconds'] / results['one line 2']['seconds']:.2f} (ideal 5)"
+    )
+    print(
+        f"peak RSS 20000 files vs 2000 files: {results['files 20000']['rss_mb']:.0f} MB vs {results['files 2000']['rss_mb']:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

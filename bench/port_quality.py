@@ -111,7 +111,12 @@ def run_ours(corpus: Path, out: Path, hip: str) -> tuple[float, dict[str, str], 
 
 
 def run_hipify_torch(
-    corpus: Path, out: Path, checkout: Path, include_dirs: list[str], ignores: list[Path]
+    corpus: Path,
+    out: Path,
+    checkout: Path,
+    include_dirs: list[str],
+    ignores: list[Path],
+    base_env: dict[str, str] | None = None,
 ) -> tuple[float, dict[str, str]]:
     dump = out.parent / f"{out.name}.dump.json"
     cmd = [sys.executable, str(checkout / "hipify_cli.py"), "--project-directory", str(corpus)]
@@ -120,7 +125,7 @@ def run_hipify_torch(
     cmd += ["--header-include-dirs", "[" + ";".join(include_dirs) + "]"]
     if ignores:  # it stops on the first file that is not UTF-8: they are left out (it copies them as they are)
         cmd += ["--ignores", "[" + ";".join(str(p) for p in ignores) + "]"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    env = {**(os.environ if base_env is None else base_env), "PYTHONPATH": str(checkout)}
     t = time.perf_counter()
     subprocess.run(cmd, cwd=out.parent, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     took = time.perf_counter() - t

@@ -333,3 +333,40 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") 
         out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
     out.sort(key=lambda f: f.offset)
     return out
+
+
+def export_plan() -> dict[str, object]:
+    """The rules as the native engine takes them (rust/hipify_native/src/engine/rules.rs, ``LintPlan``),
+    JSON-serialisable; byte strings as Latin-1 ``str``. One entry per pattern, in the order ``lint_bytes``
+    tries them: the pattern as the native scanner runs it (``_for_native``: without its trailing
+    look-ahead, whose bytes are ``not_next``), its leading literal, whether it needs device code, and its
+    rule's id, texts and check. Plus the markers, the context regexes (Python syntax) and the pair of rules
+    whose matches ending at one offset are one hazard (a ``% 32`` is lane math, not a warp-size literal)."""
+    rules: list[dict[str, object]] = []
+    for rule, pattern, needle, (_patterns, reason, suggestion, blocking, check) in _COMPILED:
+        source, forbidden = _for_native(pattern)
+        rules.append(
+            {
+                "rule": rule,
+                "pattern": source,
+                "not_next": forbidden.decode("latin-1"),
+                "needle": needle.decode("latin-1"),
+                "device_only": rule in _DEVICE_RULES,
+                "reason": reason,
+                "suggestion": suggestion,
+                "blocking": blocking,
+                "check": check,
+            }
+        )
+    return {
+        "rules": rules,
+        "device_markers": [m.decode("latin-1") for m in _DEVICE_MARKERS],
+        "device_file_markers": [m.decode("latin-1") for m in _DEVICE_MARKERS[:3]],
+        "silence_marker": "hipify:",
+        "context": _CONTEXT.decode("latin-1"),
+        "context_no_loop": _CONTEXT_NO_LOOP.decode("latin-1"),
+        "ballot_lhs": _BALLOT_LHS.decode("latin-1"),
+        "end_owner": "lane-math",
+        "end_dropped": "warp-size-literal",
+        "name_max": 60,
+    }

@@ -66,5 +66,7 @@ pub fn latin1(bytes: &[u8]) -> String {
 
 /// A `str` that Python would have made with `decode("latin-1")` back into bytes (None: a char >= 256).
 pub fn from_latin1(text: &str) -> Option<Vec<u8>> {
-    text.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect()
+    text.chars()
+        .map(|c| u8::try_from(u32::from(c)).ok())
+        .collect()
 }
