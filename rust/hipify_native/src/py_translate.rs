@@ -8,20 +8,25 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::engine::translate::{Known, TranslatePlan, Translator};
+use crate::engine::translate::{known_masks, Known, ProjectMask, TranslatePlan, Translator};
 use crate::engine::types::{from_latin1, latin1, FileResult};
 
 /// masks.py's ProjectMasks: (name, how, value, width, signed) rows.
 type ProjectMasks = Vec<(String, String, u64, u32, bool)>;
 
 fn known(rows: ProjectMasks) -> PyResult<Known> {
-    let mut out = Known::default();
+    let mut table = Vec::with_capacity(rows.len());
     for (name, how, value, width, signed) in rows {
-        let name = from_latin1(&name)
-            .ok_or_else(|| PyValueError::new_err(format!("mask name {name:?} is not Latin-1")))?;
-        out.insert(name, (how, (value, width, signed)));
+        let bad = || PyValueError::new_err(format!("project mask {name:?}: not Latin-1"));
+        table.push(ProjectMask {
+            name: from_latin1(&name).ok_or_else(bad)?,
+            how: from_latin1(&how).ok_or_else(bad)?,
+            value,
+            width,
+            signed,
+        });
     }
-    Ok(out)
+    Ok(known_masks(&table))
 }
 
 fn build(plan_json: &str, project_masks: ProjectMasks) -> PyResult<Translator> {

@@ -10,18 +10,20 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::insert;
 use super::translate_ctx::{
     cuda_looking, cuda_only_header, define_names, discarded_call, is_declaration, is_member,
     line_start, lstrip_blanks, namespace_context,
 };
 use super::translate_launch::convert_launches;
-use super::translate_stub as insert;
 use super::translate_stub as masks;
-use super::translate_stub::{rewrite_call, Downgrade};
+use super::translate_stub as downgrade;
 use super::types::{facts, from_latin1, latin1, FileResult, Include, RawFinding};
 use crate::scan::{maybe_statement, walk, Decider, FxMap, Prefixes, Walk};
+use downgrade::{rewrite_call, Action as DgAction, Downgrade};
+use masks::Class;
 
-pub use super::translate_stub::Known;
+pub use masks::{known_masks, Known, ProjectMask};
 
 /// The plan format this module reads (`export_plan()["format"]`).
 pub const PLAN_FORMAT: u32 = 1;
@@ -52,8 +54,8 @@ pub struct TranslatePlan {
     pub unmapped: i32,
     /// the finding of a CUDA-only header no table has
     pub cuda_only_header: i32,
-    /// (cuda_name, below, replacement, action)
-    pub downgrades: Vec<(String, Vec<u32>, String, String)>,
+    /// `[cuda_name, [major, minor], replacement, action]`
+    pub downgrades: Vec<Downgrade>,
 }
 
 impl TranslatePlan {
@@ -228,17 +230,8 @@ impl Translator {
             );
         }
         let mut downgrades: FxMap<Box<[u8]>, Downgrade> = FxMap::default();
-        for (name, below, replacement, action) in &plan.downgrades {
-            let cuda_name = bytes(name, "downgrade")?;
-            downgrades.insert(
-                cuda_name.clone().into_boxed_slice(),
-                Downgrade {
-                    cuda_name,
-                    below: below.clone(),
-                    replacement: bytes(replacement, "downgrade")?,
-                    action: action.clone(),
-                },
-            );
+        for dg in &plan.downgrades {
+            downgrades.insert(dg.cuda_name.clone().into_boxed_slice(), dg.clone());
         }
         for (name, act) in &actions {
             if act.flags & DOWNGRADE != 0 && !downgrades.contains_key(name) {
@@ -345,13 +338,7 @@ struct FileState<'t> {
     unresolved: BTreeSet<Vec<u8>>,
 }
 
-fn is_masked(name: &[u8]) -> bool {
-    masks::MASKED.contains(&name)
-}
-
-fn format_version(v: &[u32]) -> String {
-    v.iter().map(u32::to_string).collect::<Vec<_>>().join(".")
-}
+use masks::is_masked;
 
 impl Decider for FileState<'_> {
     type Error = std::convert::Infallible;
@@ -481,8 +468,8 @@ impl FileState<'_> {
 
     fn classify(&mut self, data: &[u8], s: usize, mask: &[u8]) -> masks::Mask {
         let m = masks::classify(data, s, mask, &self.tr.known);
-        if !m.unresolved.is_empty() {
-            self.unresolved.insert(m.unresolved.clone());
+        if let Some(u) = &m.unresolved {
+            self.unresolved.insert(u.clone());
         }
         m
     }
@@ -490,13 +477,14 @@ impl FileState<'_> {
     /// `_downgrade_finding` (the method and the module function).
     fn downgrade_finding(&mut self, data: &[u8], s: usize, e: usize, dg: &Downgrade) -> RawFinding {
         let mut mask = None;
-        if (dg.action == "drop-first-arg" || dg.action == "replace-call") && is_masked(&data[s..e])
+        if matches!(dg.action, DgAction::DropFirstArg | DgAction::ReplaceCall)
+            && is_masked(&data[s..e])
         {
             if let Some((a, b)) = masks::first_argument(data, e) {
                 mask = Some(self.classify(data, s, &data[a..b]));
             }
         }
-        let below = format_version(&dg.below);
+        let below = format!("{}.{}", dg.below.0, dg.below.1);
         let cuda = latin1(&dg.cuda_name);
         let replacement = latin1(&dg.replacement);
         let finding =
@@ -512,8 +500,11 @@ impl FileState<'_> {
                 }
             };
         if let Some(m) = &mask {
-            if ![masks::FULL32, masks::FULL64, masks::ACTIVE, masks::ACTIVE32].contains(&m.cls) {
-                let what = if m.cls == masks::PARTIAL {
+            if !matches!(
+                m.cls,
+                Class::Full32 | Class::Full64 | Class::Active | Class::Active32
+            ) {
+                let what = if m.cls == Class::Partial {
                     "names only some lanes"
                 } else {
                     "is not known before run time"
@@ -523,7 +514,7 @@ impl FileState<'_> {
                     format!(
                         "HIP < {below} has no {cuda}: rewritten to {replacement} without the lane mask, which \
                          involves every active lane, but the mask {what} ({})",
-                        m.how
+                        latin1(&m.how)
                     ),
                     format!(
                         "make the mask-less call correct for every active lane, or raise --hip-version to {below} \
@@ -575,18 +566,18 @@ impl FileState<'_> {
                 rule: rule.to_string(),
             });
         };
-        if m.cls == masks::FULL32 || m.cls == masks::ACTIVE32 {
+        if m.cls == Class::Full32 || m.cls == Class::Active32 {
             let named = masks::is_name(arg);
-            let new = if m.cls == masks::FULL32 && named {
+            let new = if m.cls == Class::Full32 && named {
                 format!("({} | {})", latin1(arg), masks::UPPER_LANES)
-            } else if m.cls == masks::FULL32 {
+            } else if m.cls == Class::Full32 {
                 self.t.mask64.as_deref().map(latin1).unwrap_or_default()
             } else if named {
                 format!("((void){}, __activemask())", latin1(arg))
             } else {
                 "__activemask()".to_string()
             };
-            let why = if m.cls == masks::FULL32 {
+            let why = if m.cls == Class::Full32 {
                 "names the whole 32-lane warp"
             } else {
                 "holds __activemask() in 32 bits (the lanes of the call, at the call)"
@@ -597,7 +588,7 @@ impl FileState<'_> {
                 format!(
                     "lane mask {} {why}: {target} takes 64-bit masks (lanes 32-63 of a CDNA wavefront) and checks \
                      that they name exactly the calling lanes, so it becomes {new}",
-                    m.how
+                    latin1(&m.how)
                 ),
                 "the code's other 32-lane assumptions are reported by the lint (warp-size-literal, lane-math, \
                  ballot-32, ...)",
@@ -610,8 +601,8 @@ impl FileState<'_> {
             w.skip_until = b;
             return true;
         }
-        if m.cls == masks::PARTIAL || m.cls == masks::RUNTIME {
-            let what = if m.cls == masks::PARTIAL {
+        if m.cls == Class::Partial || m.cls == Class::Runtime {
+            let what = if m.cls == Class::Partial {
                 "names only some lanes of the 32-lane warp"
             } else {
                 "is not a constant the translation can follow"
@@ -623,7 +614,7 @@ impl FileState<'_> {
                     "lane mask {}: it {what}; {target} takes a 64-bit mask that names exactly the calling lanes of \
                      a wavefront (64 lanes on CDNA), so a 32-bit mask does not compile (static_assert) and leaves \
                      lanes 32-63 out; which of them should join cannot be decided by a rule",
-                    m.how
+                    latin1(&m.how)
                 ),
                 "compute the mask as a 64-bit value for the wavefront (unsigned long long from __activemask() or \
                  __ballot_sync), or pass __activemask() when every calling lane takes part",
@@ -794,7 +785,7 @@ impl FileState<'_> {
         let t = self.t;
         let calls = &self.discarded;
         let offsets: Vec<usize> = calls.iter().map(|c| c.0).collect();
-        let pos = super::translate_stub::positions(data, &offsets);
+        let pos = super::rules::positions(data, &offsets);
         let names: BTreeSet<&[u8]> = calls.iter().map(|&(s, e)| &data[s..e]).collect();
         let names: Vec<String> = names.into_iter().map(latin1).collect();
         let mut lines = calls

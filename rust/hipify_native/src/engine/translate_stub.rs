@@ -3,14 +3,21 @@
 
 use crate::scan::FxMap;
 
-pub const FULL32: &str = "full32";
-pub const FULL64: &str = "full64";
-pub const ACTIVE: &str = "active";
-pub const ACTIVE32: &str = "active32";
-pub const PARTIAL: &str = "partial";
-pub const RUNTIME: &str = "runtime";
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Full32,
+    Full64,
+    Active,
+    Active32,
+    Partial,
+    Runtime,
+}
 
 pub const UPPER_LANES: &str = "0xffffffff00000000ULL";
+
+pub fn is_masked(name: &[u8]) -> bool {
+    MASKED.contains(&name)
+}
 
 pub const MASKED: &[&[u8]] = &[
     b"__shfl_sync",
@@ -31,23 +38,46 @@ pub const MASKED: &[&[u8]] = &[
     b"__reduce_xor_sync",
 ];
 
-/// name -> (how, (value, width, signed))
-pub type Known = FxMap<Vec<u8>, (String, (u64, u32, bool))>;
+pub type Value = (u64, u32, bool);
 
-pub struct Mask {
-    pub cls: &'static str,
-    pub how: String,
-    pub unresolved: Vec<u8>,
+#[derive(Clone, Debug, Default)]
+pub struct Known {
+    map: FxMap<Vec<u8>, (Vec<u8>, Value)>,
 }
 
-pub fn classify(_data: &[u8], _call_start: usize, mask: &[u8], _known: &Known) -> Mask {
+pub struct ProjectMask {
+    pub name: Vec<u8>,
+    pub how: Vec<u8>,
+    pub value: u64,
+    pub width: u32,
+    pub signed: bool,
+}
+
+pub fn known_masks(table: &[ProjectMask]) -> Known {
+    let mut map = FxMap::default();
+    for row in table {
+        map.insert(
+            row.name.clone(),
+            (row.how.clone(), (row.value, row.width, row.signed)),
+        );
+    }
+    Known { map }
+}
+
+pub struct Mask {
+    pub cls: Class,
+    pub how: Vec<u8>,
+    pub unresolved: Option<Vec<u8>>,
+}
+
+pub fn classify(_data: &[u8], _call_start: usize, mask: &[u8], known: &Known) -> Mask {
+    let _ = known.map.len();
+    let mut how = mask.to_vec();
+    how.extend_from_slice(b" is computed at run time");
     Mask {
-        cls: RUNTIME,
-        how: format!(
-            "{} is computed at run time",
-            crate::engine::types::latin1(mask)
-        ),
-        unresolved: Vec::new(),
+        cls: Class::Runtime,
+        how,
+        unresolved: None,
     }
 }
 
@@ -104,11 +134,39 @@ pub fn first_argument(data: &[u8], end: usize) -> Option<(usize, usize)> {
     (a < b).then_some((a, b))
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+pub enum Action {
+    #[serde(rename = "drop-first-arg")]
+    DropFirstArg,
+    #[serde(rename = "call")]
+    Call,
+    #[serde(rename = "replace-call")]
+    ReplaceCall,
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
 pub struct Downgrade {
+    #[serde(deserialize_with = "de_latin1")]
     pub cuda_name: Vec<u8>,
-    pub below: Vec<u32>,
+    #[serde(deserialize_with = "de_version")]
+    pub below: (u32, u32),
+    #[serde(deserialize_with = "de_latin1")]
     pub replacement: Vec<u8>,
-    pub action: String,
+    pub action: Action,
+}
+
+fn de_latin1<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    crate::engine::types::from_latin1(&text).ok_or_else(|| serde::de::Error::custom("char >= 256"))
+}
+
+fn de_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<(u32, u32), D::Error> {
+    let parts = <Vec<u32> as serde::Deserialize>::deserialize(d)?;
+    match parts.as_slice() {
+        [] => Err(serde::de::Error::custom("an empty version")),
+        [major] => Ok((*major, 0)),
+        [major, minor, ..] => Ok((*major, *minor)),
+    }
 }
 
 pub fn rewrite_call(data: &[u8], end: usize, dg: &Downgrade) -> Option<(Vec<u8>, usize)> {
@@ -142,8 +200,8 @@ pub fn rewrite_call(data: &[u8], end: usize, dg: &Downgrade) -> Option<(Vec<u8>,
         }
         j += 1;
     }
-    match dg.action.as_str() {
-        "call" => {
+    match dg.action {
+        Action::Call => {
             if data[i + 1..j]
                 .iter()
                 .any(|c| !b" \t\n\r\x0b\x0c".contains(c))
@@ -152,8 +210,8 @@ pub fn rewrite_call(data: &[u8], end: usize, dg: &Downgrade) -> Option<(Vec<u8>,
             }
             Some((dg.replacement.clone(), j + 1))
         }
-        "replace-call" => Some((dg.replacement.clone(), j + 1)),
-        _ => {
+        Action::ReplaceCall => Some((dg.replacement.clone(), j + 1)),
+        Action::DropFirstArg => {
             let fc = first_comma?;
             let mut k = fc + 1;
             while k < j && (data[k] == b' ' || data[k] == b'\t') {
@@ -164,65 +222,4 @@ pub fn rewrite_call(data: &[u8], end: usize, dg: &Downgrade) -> Option<(Vec<u8>,
             Some((t, k))
         }
     }
-}
-
-pub const RUNTIME_HEADER: &[u8] = b"hip/hip_runtime.h";
-pub const RUNTIME_API_HEADER: &[u8] = b"hip/hip_runtime_api.h";
-
-pub fn defines_and_lines(data: &[u8], sync_macro: Option<&[u8]>) -> u32 {
-    use crate::engine::types::facts;
-    let mut out = 0;
-    if let Some(m) = sync_macro.filter(|m| !m.is_empty()) {
-        let mut ls = 0;
-        for line in data.split(|&b| b == b'\n') {
-            let _ = ls;
-            ls += line.len() + 1;
-            let mut j = 0;
-            let blank = |j: &mut usize| {
-                while *j < line.len() && (line[*j] == b' ' || line[*j] == b'\t') {
-                    *j += 1;
-                }
-            };
-            blank(&mut j);
-            if !line[j..].starts_with(b"#") {
-                continue;
-            }
-            j += 1;
-            blank(&mut j);
-            if !line[j..].starts_with(b"define") {
-                continue;
-            }
-            j += 6;
-            let k = j;
-            blank(&mut j);
-            if j == k || !line[j..].starts_with(m) {
-                continue;
-            }
-            let after = line.get(j + m.len());
-            if after.is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_')) {
-                out |= facts::DEFINES_SYNC;
-                break;
-            }
-        }
-    }
-    if let Some(nl) = memchr::memchr(b'\n', data) {
-        if nl > 0 && data[nl - 1] == b'\r' {
-            out |= facts::CRLF;
-        }
-    }
-    out
-}
-
-pub fn positions(
-    data: &[u8],
-    offsets: &[usize],
-) -> std::collections::HashMap<usize, (usize, usize)> {
-    let mut out = std::collections::HashMap::new();
-    for &off in offsets {
-        let to = off.min(data.len());
-        let line = 1 + memchr::memchr_iter(b'\n', &data[..to]).count();
-        let ls = memchr::memrchr(b'\n', &data[..to]).map_or(0, |p| p + 1);
-        out.insert(off, (line, off - ls + 1));
-    }
-    out
 }
