@@ -16,6 +16,7 @@ use super::translate_ctx::{
     line_start, lstrip_blanks, namespace_context,
 };
 use super::translate_launch::convert_launches;
+use super::translate_names::{Action, NameTable, DOWNGRADE, NONE, NS, SIMPLE, STMT, SYNC};
 use super::translate_stub as masks;
 use super::translate_stub as downgrade;
 use super::types::{facts, from_latin1, latin1, FileResult, Include, RawFinding};
@@ -46,8 +47,10 @@ pub struct TranslatePlan {
     pub texts: Vec<String>,
     /// (kind, reason, suggestion: indices into `texts`; flags: 1 blocking, 2 templated)
     pub findings: Vec<(u32, u32, u32, u8)>,
-    /// (name, replacement, finding or -1, flags: 1 namespace-only, 2 sync, 4 stmt, 8 downgrade)
-    pub names: Vec<(String, Option<String>, i32, u8)>,
+    /// rows (name, replacement, finding or -1, flags: 1 namespace-only, 2 sync, 4 stmt, 8 downgrade), as a
+    /// table (built while parsing: start-up time)
+    #[serde(deserialize_with = "de_names")]
+    pub names: Arc<NameTable>,
     /// (path, replacement ("" drops the include), finding or -1)
     pub headers: Vec<(String, Option<String>, i32)>,
     /// the finding of a CUDA-looking name no table has (-1: none)
@@ -58,26 +61,14 @@ pub struct TranslatePlan {
     pub downgrades: Vec<Downgrade>,
 }
 
+fn de_names<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Arc<NameTable>, D::Error> {
+    NameTable::deserialize(d).map(Arc::new)
+}
+
 impl TranslatePlan {
     pub fn from_json(text: &str) -> Result<Self, String> {
         serde_json::from_str(text).map_err(|e| format!("bad translate plan: {e}"))
     }
-}
-
-const NS: u8 = 1;
-const SYNC: u8 = 2;
-const STMT: u8 = 4;
-const DOWNGRADE: u8 = 8;
-/// a plain rename (translate.py `_Action.simple`)
-const SIMPLE: u8 = 16;
-/// nothing to do (translate.py `_NO_ACTION`)
-const NONE: u8 = 32;
-
-/// One name's decision (translate.py `_Action`).
-struct Action {
-    replacement: Option<Box<[u8]>>,
-    finding: Option<u32>,
-    flags: u8,
 }
 
 /// A finding's texts (translate.py `_FindingSpec`); with `templated`, each NUL byte of the reason and the
@@ -128,7 +119,7 @@ struct Tables {
     launch: bool,
     literals: bool,
     report_unmapped: bool,
-    actions: FxMap<Box<[u8]>, Action>,
+    actions: Arc<NameTable>,
     headers: FxMap<Box<[u8]>, HeaderAction>,
     specs: Vec<Spec>,
     unmapped: Option<u32>,
@@ -196,26 +187,15 @@ impl Translator {
             });
         }
         let nspecs = specs.len();
-        let mut actions: FxMap<Box<[u8]>, Action> = FxMap::default();
-        actions.reserve(plan.names.len());
-        for (name, repl, finding, flags) in &plan.names {
-            let finding = index(*finding, nspecs, name)?;
-            let replacement = match repl {
-                None => None,
-                Some(r) => Some(bytes(r, "replacement")?.into_boxed_slice()),
-            };
-            let mut flags = flags & (NS | SYNC | STMT | DOWNGRADE);
-            if flags == 0 && finding.is_none() {
-                flags |= if replacement.is_some() { SIMPLE } else { NONE };
+        let actions = Arc::clone(&plan.names);
+        for act in actions.iter() {
+            if act.finding >= nspecs as i32 {
+                return Err(format!(
+                    "translate plan: {} refers to finding {} of {nspecs}",
+                    latin1(actions.name(act)),
+                    act.finding
+                ));
             }
-            actions.insert(
-                bytes(name, "name")?.into_boxed_slice(),
-                Action {
-                    replacement,
-                    finding,
-                    flags,
-                },
-            );
         }
         let mut headers: FxMap<Box<[u8]>, HeaderAction> = FxMap::default();
         for (path, repl, finding) in &plan.headers {
@@ -233,11 +213,11 @@ impl Translator {
         for dg in &plan.downgrades {
             downgrades.insert(dg.cuda_name.clone().into_boxed_slice(), dg.clone());
         }
-        for (name, act) in &actions {
-            if act.flags & DOWNGRADE != 0 && !downgrades.contains_key(name) {
+        for act in actions.iter() {
+            if act.flags & DOWNGRADE != 0 && !downgrades.contains_key(actions.name(act)) {
                 return Err(format!(
                     "translate plan: {} has a downgrade the plan does not list",
-                    latin1(name)
+                    latin1(actions.name(act))
                 ));
             }
         }
@@ -360,7 +340,7 @@ impl Decider for FileState<'_> {
             }
         };
         if act.flags & SIMPLE != 0 {
-            if let Some(r) = &act.replacement {
+            if let Some(r) = t.actions.replacement(act) {
                 w.replace(s, e, r);
             }
         } else if act.flags & NONE == 0 {
@@ -427,13 +407,14 @@ impl FileState<'_> {
                 return;
             }
         }
+        let replacement = t.actions.replacement(act);
         if act.flags & STMT != 0 {
-            if let Some(r) = &act.replacement {
+            if let Some(r) = replacement {
                 if maybe_statement(data, s) && self.discards(data, s, e) {
                     w.replace_parts(s, e, &[b"(void)", r]);
                     return;
                 }
-                if act.finding.is_none() {
+                if act.finding < 0 {
                     w.replace(s, e, r);
                     return;
                 }
@@ -442,7 +423,8 @@ impl FileState<'_> {
         if act.flags & NS != 0 && !namespace_context(data, s, e) {
             return;
         }
-        if let Some(f) = act.finding {
+        if act.finding >= 0 {
+            let f = act.finding;
             let spec = &t.specs[f as usize];
             if spec.kind != "unmapped" {
                 self.push_spec(spec, s, name);
@@ -452,7 +434,7 @@ impl FileState<'_> {
                 self.push_spec(spec, s, name);
             }
         }
-        if let Some(r) = &act.replacement {
+        if let Some(r) = replacement {
             w.replace(s, e, r);
         }
     }
@@ -595,7 +577,7 @@ impl FileState<'_> {
                 false,
                 "sync-mask-widened",
             );
-            let head: &[u8] = act.replacement.as_deref().unwrap_or(name);
+            let head: &[u8] = self.t.actions.replacement(act).unwrap_or(name);
             let new = from_latin1(&new).unwrap_or_else(|| new.into_bytes());
             w.replace_parts(s, b, &[head, &data[e..a], &new]);
             w.skip_until = b;
@@ -716,7 +698,7 @@ impl FileState<'_> {
                 continue; // `(?<![IDC])[A-Za-z_]`: a run from a digit or a high byte has no match
             }
             if let Some(act) = t.actions.get(&text[s..i]) {
-                if let (Some(r), false) = (&act.replacement, act.flags & NS != 0) {
+                if let (Some(r), false) = (t.actions.replacement(act), act.flags & NS != 0) {
                     out.extend_from_slice(&text[pos..s]);
                     out.extend_from_slice(r);
                     pos = i;
