@@ -14,6 +14,5 @@ pub mod translate; // tools/hipify/translate.py: the per-file pass (Translator.t
 pub mod translate_ctx; // translate.py: the context checks of the per-file pass
 pub mod translate_launch; // translate.py: convert_launches
 pub mod translate_names; // translate.py: the plan's per-name actions, as one table
-pub mod translate_stub; // TEMPORARY: helper B/C APIs until they land
 pub mod tree; // tools/hipify/tree.py + cli.py + model.py: the tree pass, state, report, command line
 pub mod types;

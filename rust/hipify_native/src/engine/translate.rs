@@ -17,9 +17,8 @@ use super::translate_ctx::{
 };
 use super::translate_launch::convert_launches;
 use super::translate_names::{Action, NameTable, DOWNGRADE, NONE, NS, SIMPLE, STMT, SYNC};
-use super::translate_stub as masks;
-use super::translate_stub as downgrade;
 use super::types::{facts, from_latin1, latin1, FileResult, Include, RawFinding};
+use super::{downgrade, masks};
 use crate::scan::{maybe_statement, walk, Decider, FxMap, Prefixes, Walk};
 use downgrade::{rewrite_call, Action as DgAction, Downgrade};
 use masks::Class;
