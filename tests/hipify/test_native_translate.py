@@ -249,6 +249,14 @@ TOKENS = [
     b"cudaThreadSynchronize",
     b"cudaLaunchCooperativeKernelMultiDevice",
     b"__nv_bfloat16",
+    b"cuCtxCreate(&c, 0, d);",
+    b"cudaMallocAsync",
+    b"fftw_plan",
+    b"fftw_execute_dft",
+    b"FFTW_FORWARD",
+    b"_CubLog",
+    b"#include <cub/cub.cuh>",
+    b"#include <cuda.h>",
     b"void ",
     b"int ",
     b"struct ",
@@ -366,6 +374,42 @@ def test_project_masks_reach_the_native_pass(db: MappingDatabase, pairs: dict[tu
 
 
 # --- the plan and the bindings -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option_set", ["hip5.2", "hip7.2", "no-unmapped"])
+def test_plan_gives_back_every_decision(db: MappingDatabase, option_set: str) -> None:
+    """(No native module needed.) The plan's rows, read as the Rust side reads them, are action() and
+    header_action() of every name and header: replacement, flags and the finding texts (templates filled)."""
+    tr = Translator(db, engine="python", **OPTIONS[option_set])
+    plan = json.loads(json.dumps(tr.export_plan()))
+    texts, findings = plan["texts"], plan["findings"]
+
+    def spec(k: int, name: str) -> tuple[str, str, str, bool] | None:
+        if k < 0:
+            return None
+        kind, reason, sugg, flags = findings[k]
+        fill = (lambda t: t.replace("\0", name)) if flags & 2 else (lambda t: t)
+        return texts[kind], fill(texts[reason]), fill(texts[sugg]), bool(flags & 1)
+
+    names = {row[0] for row in plan["names"]}
+    assert {n for n in db.names() if db.lookup(n).kind != "header"} <= names  # type: ignore[union-attr]
+    for name, repl, finding, flags in plan["names"]:
+        act = tr.action(name.encode("latin-1"))
+        assert (repl, spec(finding, name)) == (
+            None if act.replacement is None else act.replacement.decode("latin-1"),
+            act.finding,
+        ), name
+        assert flags == act.namespace_only | act.sync << 1 | act.stmt << 2 | (act.downgrade is not None) << 3, name
+    for path, repl, finding in plan["headers"]:
+        want = tr.header_action(path.encode("latin-1"))
+        assert (repl, spec(finding, path)) == (None if want[0] is None else want[0].decode("latin-1"), want[1])
+    # the findings of names and headers no table has
+    assert spec(plan["unmapped"], "cudaNoSuchName") == tr.action(b"cudaNoSuchName").finding
+    assert spec(plan["cuda_only_header"], "crt/x.h") == tr.header_action(b"crt/x.h")[1]
+    assert plan["downgrades"] == [
+        [dg.cuda_name, list(dg.below), dg.replacement.decode("latin-1"), dg.action]
+        for _, dg in sorted(tr.downgrades.items())
+    ]
 
 
 @needs_native
