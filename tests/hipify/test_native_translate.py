@@ -334,6 +334,39 @@ def test_native_translation_agrees_on_token_soup(
     assert differences(pair(db, pairs, option_set, masks), data) == []
 
 
+# single bytes of the grammar's edges among a few names: unbalanced brackets, launches and directives cut anywhere
+BYTES = [bytes([c]) for c in b"()[]{}<>;,:\"'\\/*#\n\r\t ?=&R0x.-\xe9"] + [
+    b"<<<",
+    b">>>",
+    b"k",
+    b"cudaFree",
+    b"__shfl_sync",
+    b"__activemask()",
+    b"FULL_MASK",
+    b"if",
+    b"else",
+    b"::",
+    b"int ",
+    b"cudaFooBar",
+    b"include",
+    b"0xffffffff",
+    b"__syncwarp",
+    b"cub",
+    b"namespace ",
+]
+BYTE_SOUP = st.lists(st.sampled_from(BYTES), max_size=80).map(b"".join)
+
+
+@needs_native
+@pytest.mark.parametrize("option_set", ["hip5.2", "launch7.2", "everything"])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=BYTE_SOUP)
+def test_native_translation_agrees_on_byte_soup(
+    db: MappingDatabase, pairs: dict[tuple[str, bool], Pair], option_set: str, data: bytes
+) -> None:
+    assert differences(pair(db, pairs, option_set, True), data) == []
+
+
 @needs_native
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=SOUP)

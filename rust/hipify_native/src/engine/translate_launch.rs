@@ -136,6 +136,10 @@ pub fn convert_launches(
     let mut edits: Vec<(usize, usize, Vec<u8>)> = Vec::new();
     let mut failed = Vec::new();
     for &(at, in_off) in launches {
+        if at + 3 > n {
+            failed.push(in_off); // (cannot happen: the scan records where "<<<" is in the output)
+            continue;
+        }
         let mut k_end = at;
         while k_end > 0 && (data[k_end - 1] == b' ' || data[k_end - 1] == b'\t') {
             k_end -= 1;
