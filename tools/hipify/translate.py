@@ -564,6 +564,7 @@ class Translator:
         return {
             "format": 1,
             "version": None if version is None else list(version),
+            "version_text": format_version(version),
             "target_label": format_version(version) or "(newest)",
             "report_unmapped": self.report_unmapped,
             "launch": self.launch,

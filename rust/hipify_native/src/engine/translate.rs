@@ -34,6 +34,9 @@ pub const PLAN_FORMAT: u32 = 1;
 pub struct TranslatePlan {
     pub format: u32,
     pub version: Option<Vec<u32>>,
+    /// `format_version(target.version)` ("" for the newest HIP)
+    #[serde(default)]
+    pub version_text: String,
     /// `format_version(target.version) or "(newest)"`, for finding texts
     pub target_label: String,
     pub report_unmapped: bool,
