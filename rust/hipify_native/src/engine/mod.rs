@@ -12,6 +12,9 @@ pub mod json; // Python's json.dumps text
 pub mod masks; // tools/hipify/masks.py: lane-mask classification
 pub mod rules; // tools/hipify/lint.py: lint_bytes, silenced
 pub mod translate; // tools/hipify/translate.py: the per-file pass (Translator.translate)
+pub mod translate_ctx; // translate.py: the context checks of the per-file pass
+pub mod translate_launch; // translate.py: convert_launches
+pub mod translate_names; // translate.py: the plan's per-name actions, as one table
 pub mod tree; // tools/hipify/tree.py: the tree pass
 pub mod tree_cli; // tools/hipify/cli.py + model.py: command line, report, summary, the fast path's flow
 pub mod tree_fs; // tree.py's _walk and _Writer
