@@ -574,9 +574,11 @@ def test_fast_path_end_to_end(tmp_path: Path, odd: Path) -> None:
     assert fast.stderr == ref.stderr
     assert fast_tree == ref_tree
     assert fast_report == ref_report
-    assert ", 0 written, " in again.stderr  # the rerun reuses everything
-    # a command line the fast path leaves to argparse: Python, silently
-    other = _cli(
-        [str(odd), "--hip-version=6.4", "-o", str(tmp_path / "c"), "--no-lint"], {"MONARCH_HIPIFY_CACHE": str(cache)}
-    )
-    assert other.returncode == 0 and other.stderr.startswith("hipify: ")
+    assert "): 0 written, " in again.stderr  # the rerun reuses everything
+    # a command line the fast path leaves to argparse: Python, silently (but for the trace)
+    argv = [str(odd), "--hip-version", "6.4", "-o", str(tmp_path / "c"), "--no-lin"]  # (an abbreviation)
+    other = _cli(argv, {"MONARCH_HIPIFY_CACHE": str(cache)})
+    assert other.returncode == 0 and other.stderr.splitlines()[-1].startswith("hipify: 27 files")
+    assert "native" not in other.stderr
+    traced = _cli(argv, env)
+    assert "not on the native fast path: a command line for argparse" in traced.stderr

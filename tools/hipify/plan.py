@@ -1,13 +1,14 @@
 """The plan of the native fast path: what ``python -m tools hipify`` needs to run entirely in Rust
 (rust/hipify_native, engine/tree_plan.rs), derived here by the Python code that stays the reference.
 
-A plan holds, for one set of options: the per-file pass's section (``Translator.export_plan()``), the lint's
-(``lint.export_plan()``), the state fingerprint exactly as tree.py builds it, the report's database and target
-descriptions and the target's warp-sync macro. It is stored in the compiled cache directory
+A plan holds, for one set of options: the state fingerprint exactly as tree.py builds it, the report's database
+and target descriptions and the target's warp-sync macro; the lint's section (``lint.export_plan()``); the
+per-file pass's (``Translator.export_plan()``). It is stored in the compiled cache directory
 (tools/hipify/cache.py's ``cache_dir()``) under a name the Rust side computes from the command line alone
 (``plan_key``: this checkout's ``tools`` directory, the HIP version given or detected, the override file, the
-options that change a translation), as two lines of JSON: a header naming every input the plan was derived
-from with its stat signature (this package's code and data, the override file), then the plan.
+options that change a translation), as four lines of JSON: a header naming every input the plan was derived
+from with its stat signature (this package's code and data, the override file), then the three sections
+(the Rust side parses the last two in threads while it reads the inputs).
 
 A *detect file* beside it holds what target detection needs (build_backend/toolchain/rocm.py's environment
 variables, fallback roots and version files), so the Rust side detects the default target as rocm.py does
@@ -126,16 +127,15 @@ def _write(path: str, text: str) -> bool:
     return True
 
 
-def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> dict[str, object]:
-    """The plan for ``options`` with the target ``hip_version`` (resolved: given or detected)."""
+def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> list[object]:
+    """The plan for ``options`` with the target ``hip_version`` (resolved: given or detected), in its three
+    sections: what the tree pass needs, the lint's rules (None without the lint), the translator's plan."""
     from tools.hipify import lint, tree  # noqa: PLC0415
 
     key = tree._options_key(options, hip_version)
     tr = tree._translator(*key)
     db = tr.db
-    export_translate = getattr(tr, "export_plan", None)
-    export_lint = getattr(lint, "export_plan", None)
-    return {
+    info = {
         # exactly as hipify_tree builds it (engine=builtin: the only engine the fast path runs)
         "fingerprint": f"{cache.code_fingerprint()}/{db.fingerprint}/{key!r}/lint={options.lint}/engine=builtin",
         "hip_version": list(hip_version) if hip_version else None,
@@ -149,9 +149,8 @@ def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> dict[s
             ["entries", str(len(db))],
         ],
         "target": [[k, v] for k, v in tr.target.describe().items()],
-        "translate": export_translate() if export_translate is not None else None,
-        "lint": export_lint() if export_lint is not None and options.lint else None,
     }
+    return [info, lint.export_plan() if options.lint else None, tr.export_plan()]
 
 
 def options_plan_key(options: HipifyOptions, hip_version: tuple[int, int] | None) -> str:
@@ -195,8 +194,8 @@ def plan_text(options: HipifyOptions, hip_version: tuple[int, int] | None, key: 
     """The plan file's contents: the header line, then the plan."""
     overrides = key.split("\0")[3] or None
     header = _header(PLAN_FORMAT, key, plan_inputs(overrides))  # (signatures first: an edit meanwhile is seen)
-    body = json.dumps(build(options, hip_version), separators=(",", ":"))
-    return f"{header}\n{body}\n"
+    sections = [json.dumps(section, separators=(",", ":")) for section in build(options, hip_version)]
+    return "\n".join([header, *sections, ""])
 
 
 def _opt_dir() -> str:

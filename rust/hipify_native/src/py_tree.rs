@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
 use crate::engine::tree::{Mode, Processed, Step, TreeError};
+use crate::engine::tree_native::NativeStep;
 use crate::engine::tree_state::{FindingRow, IncludeRow};
 use crate::engine::{tree_cli, tree_path, tree_plan};
 
@@ -107,6 +108,12 @@ impl Step for Bridge {
     }
 }
 
+/// A plan thread's result.
+fn joined<T>(r: std::thread::Result<Result<T, String>>) -> Result<T, TreeError> {
+    r.map_err(|_| TreeError::Fallback("a plan thread panicked".into()))?
+        .map_err(TreeError::Fallback)
+}
+
 /// `python -m tools hipify ARGV` natively: `(exit status, stdout text or None, stderr text)`, or a `str`
 /// saying why not (the Python path then runs, with the same result). `tools_dir`: the `tools` package's
 /// directory (plans are per checkout). `bridge`: see `Bridge` (parity tests). `plan_text`: the plan's
@@ -127,14 +134,26 @@ fn hipify_main(
             Err(tree_cli::Early::Done(o)) => return Ok(o),
         };
         match bridge {
-            Some(obj) => tree_cli::run(
-                &prep,
-                &Bridge {
+            Some(obj) => tree_cli::run(&prep, move || {
+                Ok(Bridge {
                     obj,
                     lock: std::sync::Mutex::new(()),
-                },
-            ),
-            None => Err("the native per-file pass is not built yet".to_string()),
+                })
+            }),
+            None => std::thread::scope(|sc| {
+                // the per-file sections are parsed while the tree pass walks and reads the inputs
+                let plan = &prep.plan;
+                let translator = sc.spawn(move || {
+                    let known = crate::engine::masks::known_masks(&[]);
+                    crate::engine::translate::Translator::new(&plan.translate()?, known)
+                });
+                let lint = sc.spawn(move || plan.lint());
+                tree_cli::run(&prep, move || {
+                    let translator = joined(translator.join())?;
+                    let lint = joined(lint.join())?;
+                    Ok(NativeStep { translator, lint })
+                })
+            }),
         }
     });
     match outcome {
@@ -224,7 +243,7 @@ fn _plan_name(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // whether hipify_main runs the per-file pass natively too (else only with a bridge)
-    m.add("TREE_NATIVE", false)?;
+    m.add("TREE_NATIVE", true)?;
     m.add_function(wrap_pyfunction!(hipify_main, m)?)?;
     m.add_function(wrap_pyfunction!(_output_rel, m)?)?;
     m.add_function(wrap_pyfunction!(_paths, m)?)?;

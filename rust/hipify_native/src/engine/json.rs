@@ -16,13 +16,18 @@ pub fn string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
     let bytes = text.as_bytes();
     let mut plain = 0;
-    for (i, c) in text.char_indices() {
-        let code = c as u32;
-        if (0x20..=0x7e).contains(&code) && c != '"' && c != '\\' {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\' {
+            i += 1;
             continue;
         }
         out.extend_from_slice(&bytes[plain..i]);
-        plain = i + c.len_utf8();
+        let c = text[i..].chars().next().expect("a char starts here");
+        i += c.len_utf8();
+        plain = i;
+        let code = c as u32;
         match c {
             '"' => out.extend_from_slice(b"\\\""),
             '\\' => out.extend_from_slice(b"\\\\"),

@@ -19,12 +19,13 @@ use sha2::{Digest, Sha256};
 
 use super::tree_fs::{strerror, walk, Source, Writer};
 use super::tree_path::{
-    basename, dirname, is_within, join, lower, normpath, output_rel, pure_path, relative,
+    basename, dirname, is_within, lower, normjoin_into, output_rel, pure_path, relative,
     splitext_ext, suffix, HEADER_SUFFIXES, SOURCE_SUFFIXES,
 };
 use super::tree_state::{dump_state, parse_state, Prev, Record, STATE_FILE};
 pub use super::tree_state::{EditRow, FindingRow, IncludeRow};
 use super::types::facts;
+use crate::scan::FxMap;
 
 /// Why a run did not finish here.
 #[derive(Debug)]
@@ -331,16 +332,20 @@ fn additions(
         links: &[Vec<usize>],
         extra: &dyn Fn(usize) -> bool,
     ) -> bool {
-        let mut seen = vec![false; fact.len()];
-        seen[start] = true;
+        if fact[start] & b != 0 || extra(start) {
+            return true;
+        }
+        if links[start].is_empty() {
+            return false; // (most files: no project include)
+        }
+        let mut seen: HashSet<usize> = HashSet::from([start]);
         let mut todo = vec![start];
         while let Some(k) = todo.pop() {
             if fact[k] & b != 0 || extra(k) {
                 return true;
             }
             for &nxt in &links[k] {
-                if !seen[nxt] {
-                    seen[nxt] = true;
+                if seen.insert(nxt) {
                     todo.push(nxt);
                 }
             }
@@ -513,13 +518,14 @@ struct Job {
 }
 
 /// `hipify_tree(sources, out_dir, options)`: `sources` as given on the command line, `cwd` the process's
-/// working directory (`os.getcwd()`).
+/// working directory (`os.getcwd()`). `make_step` gives the per-file step once the inputs are read (it may
+/// be built in another thread meanwhile).
 pub fn hipify_tree<S: Step>(
     sources: &[String],
     out_dir: &str,
     cwd: &str,
     cfg: &Config,
-    step: &S,
+    make_step: impl FnOnce() -> Result<S, TreeError>,
 ) -> Result<TreeResult, TreeError> {
     let started = Instant::now();
     let out_abs = super::tree_path::abs_path(&pure_path(out_dir), cwd);
@@ -531,7 +537,7 @@ pub fn hipify_tree<S: Step>(
         )));
     }
     let n = srcs.len();
-    let mut by_key: HashMap<&str, usize> = HashMap::with_capacity(n);
+    let mut by_key: FxMap<&str, usize> = FxMap::default();
     for (i, s) in srcs.iter().enumerate() {
         if by_key.insert(s.path.as_str(), i).is_some() {
             return Err(TreeError::Fallback(format!("{} given twice", s.path)));
@@ -550,55 +556,78 @@ pub fn hipify_tree<S: Step>(
     let prev_files = &previous.files;
     let cache_ok = previous.fingerprint.as_deref() == Some(cfg.fingerprint.as_str());
 
-    // Read and hash every input; reuse the previous result when the content is unchanged, else translate.
-    struct One {
-        input: Option<Vec<u8>>,
-        proc_: Processed,
-        fresh: bool,
+    // Read and hash every input; reuse the previous result when the content is unchanged.
+    enum Read {
+        Failed(String),
+        Cached(Box<Processed>),
+        Todo(String),
     }
-    let results: Vec<Result<One, TreeError>> = parallel_map(n, cfg.workers, |i| {
+    let reads: Vec<(Option<Vec<u8>>, Read)> = parallel_map(n, cfg.workers, |i| {
         let s = &srcs[i];
         let data = match fs::read(&s.path) {
             Ok(d) => d,
             Err(err) => {
-                let mut p = Processed::new(Mode::Error);
-                p.error = format!("cannot read: {}", strerror(&err));
-                return Ok(One {
-                    input: None,
-                    proc_: p,
-                    fresh: true,
-                });
+                return (
+                    None,
+                    Read::Failed(format!("cannot read: {}", strerror(&err))),
+                )
             }
         };
+        let sha = sha256_hex(&data);
         if cache_ok {
             if let Some(Prev::Entry(e)) = prev_files.get(&s.path) {
-                if e.mode == "translate" || e.mode == "copy" {
-                    let sha = sha256_hex(&data);
-                    if sha == e.sha {
-                        return Ok(One {
-                            proc_: from_entry(e, sha),
-                            input: Some(data),
-                            fresh: false,
-                        });
-                    }
+                if (e.mode == "translate" || e.mode == "copy") && sha == e.sha {
+                    return (Some(data), Read::Cached(Box::new(from_entry(e, sha))));
                 }
             }
         }
-        let p = step.process(&s.path, &data, is_source(&s.path), None, cfg.lint)?;
-        Ok(One {
-            input: Some(data),
-            proc_: p,
-            fresh: true,
-        })
+        (Some(data), Read::Todo(sha))
     });
     let mut inputs: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
     let mut procs: Vec<Processed> = Vec::with_capacity(n);
-    let mut any_fresh = false;
-    for r in results {
-        let one = r?;
-        any_fresh |= one.fresh;
-        inputs.push(one.input);
-        procs.push(one.proc_);
+    let mut todo: Vec<(usize, String)> = Vec::new();
+    for (i, (data, read)) in reads.into_iter().enumerate() {
+        inputs.push(data);
+        procs.push(match read {
+            Read::Failed(why) => {
+                let mut p = Processed::new(Mode::Error);
+                p.error = why;
+                p
+            }
+            Read::Cached(p) => *p,
+            Read::Todo(sha) => {
+                todo.push((i, sha));
+                Processed::new(Mode::Translate) // (replaced below)
+            }
+        });
+    }
+    let mut any_fresh = todo.len() + procs.iter().filter(|p| p.mode == Mode::Error).count() > 0;
+
+    // Translate the new and changed files, the biggest first (the threads finish together).
+    let step = make_step()?;
+    let step = &step;
+    todo.sort_by_key(|(i, _)| std::cmp::Reverse(inputs[*i].as_ref().map_or(0, Vec::len)));
+    let done = parallel_map(todo.len(), cfg.workers, |j| {
+        let i = todo[j].0;
+        let data = inputs[i].as_deref().unwrap_or(b"");
+        step.process(
+            &srcs[i].path,
+            data,
+            is_source(&srcs[i].path),
+            None,
+            cfg.lint,
+        )
+    });
+    for ((i, sha), p) in todo.into_iter().zip(done) {
+        let mut p = p?;
+        p.sha = sha;
+        if p.unresolved.is_empty()
+            && !HEADER_SUFFIXES.contains(&lower(splitext_ext(&srcs[i].path)).as_str())
+        {
+            // translated: needed again only by the project-mask pass (headers, files it may redo)
+            inputs[i] = None;
+        }
+        procs[i] = p;
     }
 
     // The project-mask pass (_project_mask_pass).
@@ -632,6 +661,7 @@ pub fn hipify_tree<S: Step>(
                 let mut r = r?;
                 let i = redo[j];
                 r.unresolved = std::mem::take(&mut procs[i].unresolved);
+                r.sha = std::mem::take(&mut procs[i].sha);
                 procs[i] = r;
             }
         }
@@ -652,6 +682,7 @@ pub fn hipify_tree<S: Step>(
     // include directory hipify is not told about) the one file whose path ends in the spelling.
     let mut by_name: Option<HashMap<&str, Vec<usize>>> = None;
     let mut resolved: Vec<Vec<(usize, usize, How)>> = vec![Vec::new(); n];
+    let (mut joined, mut stack) = (String::new(), Vec::new());
     for (i, s) in srcs.iter().enumerate() {
         let p = &procs[i];
         if p.includes.is_empty() {
@@ -668,7 +699,8 @@ pub fn hipify_tree<S: Step>(
             let mut hit = None;
             let local = if inc.3 { None } else { Some((own_dir, true)) };
             for (base, is_local) in local.into_iter().chain(bases.iter().copied()) {
-                if let Some(&t) = by_key.get(normpath(&join(base, spelling)).as_str()) {
+                normjoin_into(&mut joined, &mut stack, base, spelling);
+                if let Some(&t) = by_key.get(joined.as_str()) {
                     if procs[t].mode != Mode::Error {
                         hit = Some((idx, t, if is_local { How::Local } else { How::Root }));
                         break;
@@ -745,7 +777,7 @@ pub fn hipify_tree<S: Step>(
     let mut findings: Vec<Finding> = Vec::new();
     let mut outputs: Vec<(String, String)> = Vec::new();
     let mut copied = 0usize;
-    let mut claimed: HashMap<String, usize> = HashMap::new();
+    let mut claimed: FxMap<String, usize> = FxMap::default();
     let defined: HashSet<String> = procs
         .iter()
         .flat_map(|p| p.defines.iter().cloned())

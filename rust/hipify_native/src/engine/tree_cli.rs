@@ -5,7 +5,7 @@ use super::json::{self, Value};
 use super::tree::{hipify_tree, Config, Step, TreeError, TreeResult};
 use super::tree_fs::strerror;
 use super::tree_path::{basename, parent, path_cmp, pure_path};
-use super::tree_plan::{self, Plan};
+use super::tree_plan::{self, Plan, PlanInfo};
 
 /// cli.py's `_Args`.
 #[derive(Clone, Debug)]
@@ -325,7 +325,7 @@ fn round4(x: f64) -> f64 {
 }
 
 /// `json.dumps(result.to_json(), indent=1) + "\n"`.
-pub fn report(result: &TreeResult, plan: &Plan) -> Vec<u8> {
+pub fn report(result: &TreeResult, plan: &PlanInfo) -> Vec<u8> {
     let pairs = |items: &[(String, String)]| {
         Value::Object(
             items
@@ -463,19 +463,23 @@ fn write_report(path: &str, text: &[u8]) -> Result<(), String> {
     std::fs::rename(&tmp, path).map_err(|e| strerror(&e))
 }
 
-/// cli.py's `main` from `hipify_tree` on: the tree pass, the report, stderr, the exit status.
-pub fn run<S: Step>(prep: &Prepared, step: &S) -> Result<Outcome, String> {
+/// cli.py's `main` from `hipify_tree` on: the tree pass, the report, stderr, the exit status. `make_step`:
+/// see `hipify_tree`.
+pub fn run<S: Step>(
+    prep: &Prepared,
+    make_step: impl FnOnce() -> Result<S, TreeError>,
+) -> Result<Outcome, String> {
     let a = &prep.args;
     let cfg = Config {
-        fingerprint: prep.plan.fingerprint.clone(),
-        sync_define: prep.plan.sync_define.clone(),
-        hip_version: prep.plan.hip_version,
+        fingerprint: prep.plan.info.fingerprint.clone(),
+        sync_define: prep.plan.info.sync_define.clone(),
+        hip_version: prep.plan.info.hip_version,
         lint: !a.no_lint,
         keep_naming: a.naming == "keep",
         workers: prep.workers,
     };
     let output = a.output.as_deref().expect("fast_parse requires -o");
-    let result = match hipify_tree(&a.sources, output, &prep.cwd, &cfg, step) {
+    let result = match hipify_tree(&a.sources, output, &prep.cwd, &cfg, make_step) {
         Ok(r) => r,
         Err(TreeError::Fallback(why)) => return Err(why),
         Err(TreeError::Tool(msg)) => return Ok(tool_error(&msg)),
@@ -489,7 +493,7 @@ pub fn run<S: Step>(prep: &Prepared, step: &S) -> Result<Outcome, String> {
     };
     let mut stdout = None;
     if let Some(r) = &a.report {
-        let text = report(&result, &prep.plan);
+        let text = report(&result, &prep.plan.info);
         let shown = pure_path(r);
         if shown == "-" {
             stdout = Some(text);
@@ -516,7 +520,7 @@ pub fn run<S: Step>(prep: &Prepared, step: &S) -> Result<Outcome, String> {
     }
     err.push_str(&format!(
         "hipify: {}\n",
-        summary(&result, prep.plan.hip_version)
+        summary(&result, prep.plan.info.hip_version)
     ));
     let mut rc = 0;
     if a.strict && blocking > 0 {

@@ -9,7 +9,7 @@ use memchr::memmem;
 use super::insert;
 use super::masks::{header_masks, merge_header_masks, HeaderTable, ProjectMask};
 use super::rules::{lint_bytes, positions, silenced, LintPlan};
-use super::tree::{sha256_hex, Mode, Processed, Step, TreeError};
+use super::tree::{Mode, Processed, Step, TreeError};
 use super::tree_state::{FindingRow, IncludeRow};
 use super::types::{facts, latin1, FileResult};
 
@@ -21,13 +21,23 @@ pub trait PerFile: Sync + Send + Sized {
     fn with_masks(&self, table: &[ProjectMask]) -> Self;
 }
 
-/// tree.py's `_process` and `project_masks`, natively.
-pub struct NativeStep<'p, T: PerFile> {
-    pub translator: T,
-    pub lint: Option<&'p LintPlan>,
+impl PerFile for super::translate::Translator {
+    fn translate(&self, data: &[u8]) -> FileResult {
+        super::translate::Translator::translate(self, data)
+    }
+    fn with_masks(&self, table: &[ProjectMask]) -> Self {
+        super::translate::Translator::with_masks(self, super::masks::known_masks(table))
+    }
 }
 
-impl<T: PerFile> Step for NativeStep<'_, T> {
+/// tree.py's `_process` and `project_masks`, natively.
+pub struct NativeStep<T: PerFile> {
+    pub translator: T,
+    /// None: a plan for --no-lint
+    pub lint: Option<LintPlan>,
+}
+
+impl<T: PerFile> Step for NativeStep<T> {
     type Masks = T;
 
     fn process(
@@ -38,8 +48,7 @@ impl<T: PerFile> Step for NativeStep<'_, T> {
         masks: Option<&T>,
         lint: bool,
     ) -> Result<Processed, TreeError> {
-        let mut res = Processed::new(Mode::Translate);
-        res.sha = sha256_hex(data);
+        let mut res = Processed::new(Mode::Translate); // (the tree pass sets `sha`: it hashed the input)
         if !translate || memchr::memchr(0, &data[..data.len().min(8192)]).is_some() {
             res.mode = Mode::Copy;
             res.data = Some(data.to_vec());
@@ -54,6 +63,7 @@ impl<T: PerFile> Step for NativeStep<'_, T> {
         if lint {
             let plan = self
                 .lint
+                .as_ref()
                 .ok_or_else(|| TreeError::Fallback("a plan without the lint's section".into()))?;
             raw.extend(lint_bytes(plan, data, &fr.comment_spans));
         }

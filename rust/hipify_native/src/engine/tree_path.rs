@@ -256,8 +256,54 @@ const SYSTEM_PREFIXES: &[&str] = &[
 
 /// tree.py's `is_system_header`.
 pub fn is_system_header(spelling: &str) -> bool {
-    SYSTEM_HEADERS.split(' ').any(|h| h == spelling)
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(|| SYSTEM_HEADERS.split(' ').collect())
+        .contains(spelling)
         || SYSTEM_PREFIXES.iter().any(|p| spelling.starts_with(p))
+}
+
+/// `posixpath.normpath(os.path.join(base, name))` into `out` (`stack`: scratch), without allocating once the
+/// buffers have grown (the tree pass resolves every include against several bases).
+pub fn normjoin_into(out: &mut String, stack: &mut Vec<usize>, base: &str, name: &str) {
+    out.clear();
+    stack.clear();
+    let whole = if name.starts_with('/') || base.is_empty() {
+        None
+    } else {
+        Some(base)
+    };
+    let first = whole.unwrap_or(name);
+    let mut initial = usize::from(first.starts_with('/'));
+    if initial == 1 && first.starts_with("//") && !first.starts_with("///") {
+        initial = 2;
+    }
+    for _ in 0..initial {
+        out.push('/');
+    }
+    let root = out.len();
+    for comp in whole
+        .into_iter()
+        .flat_map(|b| b.split('/'))
+        .chain(name.split('/'))
+    {
+        if comp.is_empty() || comp == "." {
+            continue;
+        }
+        let last_dotdot = stack.last().is_some_and(|&at| &out[at..] == "..");
+        if comp != ".." || (initial == 0 && stack.is_empty()) || last_dotdot {
+            if out.len() > root {
+                out.push('/');
+            }
+            stack.push(out.len());
+            out.push_str(comp);
+        } else if let Some(at) = stack.pop() {
+            out.truncate(if at > root { at - 1 } else { root });
+        }
+    }
+    if out.is_empty() {
+        out.push('.');
+    }
 }
 
 /// The system headers (for the parity test against tree.py's SYSTEM_HEADERS).
@@ -277,6 +323,30 @@ mod tests {
         assert_eq!(normpath("//a//b/./c/"), "//a/b/c");
         assert_eq!(normpath("///a"), "/a");
         assert_eq!(normpath("a/.."), ".");
+    }
+
+    #[test]
+    fn normjoin_like_normpath_of_join() {
+        let (mut out, mut stack) = (String::new(), Vec::new());
+        let bases = ["/a/b", "a/b", "", "/", "//x", "../a", "..", "a", "/a/b/"];
+        let names = [
+            "c",
+            "../c",
+            "../../../c",
+            "/abs/../d",
+            "./x/./y/",
+            "..",
+            "../..",
+            "",
+            "x/../..",
+            "//n",
+        ];
+        for base in bases {
+            for name in names {
+                normjoin_into(&mut out, &mut stack, base, name);
+                assert_eq!(out, normpath(&join(base, name)), "{base:?} {name:?}");
+            }
+        }
     }
 
     #[test]

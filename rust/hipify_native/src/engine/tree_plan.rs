@@ -56,9 +56,9 @@ impl Header {
     }
 }
 
-/// What the tree pass and the per-file pass need, derived by Python (plan.py's `build`).
+/// What the tree pass needs, derived by Python (plan.py's `build`: the plan's first section).
 #[derive(Deserialize)]
-pub struct Plan {
+pub struct PlanInfo {
     /// the state fingerprint (tree.py's `fingerprint`)
     pub fingerprint: String,
     pub hip_version: Option<(u64, u64)>,
@@ -68,12 +68,27 @@ pub struct Plan {
     pub database: Vec<(String, String)>,
     /// the report's `target` (`Target.describe()`, in order)
     pub target: Vec<(String, String)>,
-    /// `Translator.export_plan()` (helper A's section)
-    #[serde(default)]
-    pub translate: serde_json::Value,
-    /// `lint.export_plan()` (None: a plan for --no-lint)
-    #[serde(default)]
-    pub lint: Option<super::rules::LintPlan>,
+}
+
+/// A plan file: the tree pass's section parsed, the per-file sections as text (parsed in threads while the
+/// tree pass reads its inputs).
+pub struct Plan {
+    pub info: PlanInfo,
+    text: String,
+    /// `lint.export_plan()` (JSON `null`: a plan for --no-lint)
+    lint: std::ops::Range<usize>,
+    /// `Translator.export_plan()`
+    translate: std::ops::Range<usize>,
+}
+
+impl Plan {
+    pub fn lint(&self) -> Result<Option<super::rules::LintPlan>, String> {
+        serde_json::from_str(&self.text[self.lint.clone()]).map_err(|e| format!("plan (lint): {e}"))
+    }
+
+    pub fn translate(&self) -> Result<super::translate::TranslatePlan, String> {
+        super::translate::TranslatePlan::from_json(&self.text[self.translate.clone()])
+    }
 }
 
 const OFF: &[&str] = &["0", "off", "no", "false"];
@@ -142,23 +157,33 @@ pub fn entry_name(prefix: &str, key: &str) -> String {
     format!("{prefix}-{}.json", &sha256_hex(key.as_bytes())[..24])
 }
 
-/// The plan stored for `key` (`text`: its contents, for tests), when current.
+/// The plan stored for `key` (`text`: its contents, for tests), when current. Four lines: the header, the
+/// tree pass's section, the lint's, the translator's.
 pub fn load_plan(cache: &str, key: &str, text: Option<&str>) -> Result<Plan, String> {
-    let owned;
     let text = match text {
-        Some(t) => t,
+        Some(t) => t.to_string(),
         None => {
             let path = join(cache, &entry_name("plan", key));
-            owned = fs::read_to_string(&path).map_err(|e| format!("no plan {path}: {e}"))?;
-            &owned
+            fs::read_to_string(&path).map_err(|e| format!("no plan {path}: {e}"))?
         }
     };
-    let (head, body) = text
-        .split_once('\n')
-        .ok_or("a plan without its header line")?;
-    let header: Header = serde_json::from_str(head).map_err(|e| format!("plan header: {e}"))?;
+    let mut lines = Vec::with_capacity(4);
+    let mut at = 0;
+    for _ in 0..4 {
+        let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+        lines.push(at..end);
+        at = (end + 1).min(text.len());
+    }
+    let header: Header =
+        serde_json::from_str(&text[lines[0].clone()]).map_err(|e| format!("plan header: {e}"))?;
     header.check(PLAN_FORMAT, key)?;
-    serde_json::from_str(body).map_err(|e| format!("plan: {e}"))
+    let info = serde_json::from_str(&text[lines[1].clone()]).map_err(|e| format!("plan: {e}"))?;
+    Ok(Plan {
+        info,
+        lint: lines[2].clone(),
+        translate: lines[3].clone(),
+        text,
+    })
 }
 
 #[derive(Deserialize)]
