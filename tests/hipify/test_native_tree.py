@@ -31,6 +31,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from build_backend.toolchain import rocm
 from tools.errors import ToolError
@@ -268,6 +270,9 @@ ODD: dict[str, bytes | str] = {
     "unmapped.cu": "#define cudaMyMacro 1\nvoid m() { int x = cudaMyMacro + cudaNotARealName; }\n",
     "dír/é.cu": '#include "é.h"\nvoid e() { cudaFree(0); }\n',
     "dír/é.h": "#pragma once\nvoid f() { cudaStream_t s; }\n",
+    "café.h": "#pragma once\ncudaError_t cafe();\n",  # (a UTF-8 name, included by its Latin-1 spelling below)
+    "latin1_include.cpp": b'#include "caf\xe9.h"\nint z() { return 0; }\n',
+    "sub/missing.cpp": '#include "nowhere.h"\n#include <sys/types.h>\n#include "../broken.h"\nint q;\n',
 }
 
 
@@ -276,6 +281,7 @@ def odd(tmp_path: Path) -> Path:
     src = tmp_path / "src"
     _write(src, ODD)
     (src / "broken.cu").symlink_to(src / "nowhere.cu")  # unreadable: a finding, no output
+    (src / "broken.h").symlink_to(src / "nowhere.h")  # (an include of it resolves no further)
     (src / "linked_dir").symlink_to(src / "common")  # not walked (followlinks=False)
     (src / "linked.h").symlink_to(src / "common" / "plain.h")
     return src
@@ -382,6 +388,123 @@ def test_bad_inputs(tmp_path: Path, odd: Path, mode: str) -> None:
     assert rc == 2 and err.startswith("error: cannot write report")
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_overrides(tmp_path: Path, odd: Path, mode: str) -> None:
+    tsv = tmp_path / "local.tsv"
+    tsv.write_text(
+        "# project overrides\ncuda_name\thip_name\tkind\tlibrary\n"
+        "cudaMalloc\thipMallocManagedX\tfunction\truntime\ncudaMyMacro\thipMyMacro\tfunction\tproject\n",
+        encoding="utf-8",
+    )
+    compare(tmp_path, [str(odd), "--hip-version", "6.4", "--mappings", str(tsv)], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_relative_paths(tmp_path: Path, odd: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["./src/../src/sub", "src//main.cu", "--hip-version", "5.2", "--report=rep/x/r.json"]
+    compare(tmp_path, args, mode, out=Path("out"), report=False)
+    assert (tmp_path / "rep" / "x" / "r.json").is_file()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_output_inside_source_and_empty_trees(tmp_path: Path, odd: Path, mode: str) -> None:
+    compare(tmp_path, [str(odd), "--hip-version", "5.2"], mode, out=odd / "hip-out")  # (skipped by the walk)
+    compare(tmp_path, [str(odd), "--hip-version", "5.2"], mode, out=odd / "hip-out")
+    (tmp_path / "empty").mkdir()
+    compare(tmp_path, [str(tmp_path / "empty"), "--hip-version", "5.2"], mode, out=tmp_path / "out-empty")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_record_pointing_elsewhere(tmp_path: Path, odd: Path, mode: str) -> None:
+    args = [str(odd), "--hip-version", "5.2"]
+    compare(tmp_path, args, mode)
+    state_path = tmp_path / "out" / tree.STATE_FILE
+    state = json.loads(state_path.read_text())
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("not ours\n")
+    state["files"][str(odd / "gone.cpp")] = {**state["files"][str(odd / "notes.txt")], "out": str(outside)}
+    state["files"][str(odd / "gone2.cpp")] = {**state["files"][str(odd / "notes.txt")], "out": str(odd / "main.cu")}
+    state["files"][str(odd / "gone3.cpp")] = [1, 2]  # (not an entry: ignored, but it is a key)
+    state_path.write_text(json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n")
+    compare(tmp_path, args, mode)
+    assert outside.exists() and (odd / "main.cu").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_state_shared_both_ways(tmp_path: Path, odd: Path, mode: str) -> None:
+    """A run of either kind reuses the other's record: nothing translated or written again, the record kept."""
+    argv = [str(odd), "--hip-version", "6.4", "-o", str(tmp_path / "out")]
+    state = tmp_path / "out" / tree.STATE_FILE
+    for first, second in ((run_native, run_python), (run_python, run_native)):
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        first(argv, mode) if first is run_native else first(argv)
+        before = state.read_bytes()
+        rc, _, err = second(argv, mode) if second is run_native else second(argv)
+        assert rc == 0 and "): 0 written, " in err, err
+        assert state.read_bytes() == before
+
+
+# --- random trees ------------------------------------------------------------------------------------------
+
+_DIRS = ["", "a/", "cuda/", "a/b/", "Common/", "lib_cuda/x/"]
+_NAMES = ["x.h", "y.cuh", "cuda_util.h", "k.cu", "m.cpp", "x_hip.h", "CUDA.h", "z.hip", "u.inl", "w.c"]
+_LINES = [
+    "__global__ void k{n}() {{}}",
+    "void f{n}() {{ cudaMalloc(0, 4); }}",
+    "__device__ int s{n}(int v) {{ return __shfl_sync(FULL_MASK, v, 0); }}",
+    "#define FULL_MASK 0xffffffff",
+    "#include <cuda_runtime.h>",
+    "#include <hip/hip_runtime.h>",
+    "#include <stdio.h>",
+    "int plain{n};",
+    "#define MY_CUDA_THING 1",
+    "// cudaFree in a comment",
+]
+
+
+@st.composite
+def _trees(draw: st.DrawFn) -> dict[str, str]:
+    paths = draw(
+        st.lists(
+            st.tuples(st.sampled_from(_DIRS), st.sampled_from(_NAMES)).map("".join), min_size=1, max_size=8, unique=True
+        )
+    )
+    files: dict[str, str] = {}
+    for n, path in enumerate(paths):
+        lines = []
+        for _ in range(draw(st.integers(0, 5))):
+            if draw(st.booleans()):
+                target = draw(st.sampled_from(paths))
+                how = draw(st.sampled_from(["rel", "root", "name", "angled", "up"]))
+                spelled = {
+                    "rel": os.path.relpath(target, os.path.dirname(path) or "."),
+                    "root": target,
+                    "name": target.rsplit("/", 1)[-1],
+                    "angled": target,
+                    "up": "../" + target,
+                }[how]
+                lines.append(f"#include <{spelled}>" if how == "angled" else f'#include "{spelled}"')
+            else:
+                lines.append(draw(st.sampled_from(_LINES)).format(n=n))
+        files[path] = "\n".join(lines) + ("\n" if draw(st.booleans()) else "")
+    return files
+
+
+@pytest.mark.parametrize("mode", MODES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=_trees(), hip=st.sampled_from(["5.2", "6.4", "7.2"]), naming=st.sampled_from(["hipify_torch", "keep"]))
+def test_random_trees(
+    tmp_path_factory: pytest.TempPathFactory, mode: str, files: dict[str, str], hip: str, naming: str
+) -> None:
+    tmp = tmp_path_factory.mktemp("random")
+    _write(tmp / "src", files)
+    compare(tmp, [str(tmp / "src"), "--hip-version", hip, "--naming", naming], mode)
+    first = next(iter(files))
+    (tmp / "src" / first).write_text(files[first] + "void edited() { cudaFree(0); }\n")
+    compare(tmp, [str(tmp / "src"), "--hip-version", hip, "--naming", naming], mode)
+
+
 # --- what the native side leaves to Python ---------------------------------------------------------------
 
 
@@ -398,6 +521,14 @@ def test_bad_inputs(tmp_path: Path, odd: Path, mode: str) -> None:
 )
 def test_left_to_python(argv: list[str]) -> None:
     assert isinstance(NATIVE.hipify_main(argv, plan.TOOLS_DIR, None, ""), str)
+
+
+def test_a_source_given_twice_is_left_to_python(tmp_path: Path, odd: Path) -> None:
+    argv = [str(odd / "sub"), str(odd / "sub" / "deep" / "x.cpp"), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
+    opts, hip = _options(argv)
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), _plan_text(argv))
+    assert isinstance(r, str) and "twice" in r
+    assert not (tmp_path / "out").exists()
 
 
 def test_what_python_would_hold_otherwise_is_left_to_python(tmp_path: Path) -> None:
@@ -578,7 +709,7 @@ def test_fast_path_end_to_end(tmp_path: Path, odd: Path) -> None:
     # a command line the fast path leaves to argparse: Python, silently (but for the trace)
     argv = [str(odd), "--hip-version", "6.4", "-o", str(tmp_path / "c"), "--no-lin"]  # (an abbreviation)
     other = _cli(argv, {"MONARCH_HIPIFY_CACHE": str(cache)})
-    assert other.returncode == 0 and other.stderr.splitlines()[-1].startswith("hipify: 27 files")
+    assert other.returncode == 0 and "files (HIP 6.4): " in other.stderr.splitlines()[-1]
     assert "native" not in other.stderr
     traced = _cli(argv, env)
     assert "not on the native fast path: a command line for argparse" in traced.stderr
