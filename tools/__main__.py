@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     name, rest = args[0], args[1:]
     if name == "hipify":
-        done = _native_hipify(rest)
+        try:
+            done = _native_hipify(rest)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
         if done is not None:
             return done
     if name not in COMMANDS:
