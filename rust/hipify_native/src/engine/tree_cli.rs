@@ -310,7 +310,8 @@ pub fn prepare(
     let plan = tree_plan::load_plan(&cache, &key, plan_text).map_err(Early::Fallback)?;
     let workers = match args.jobs {
         Some(j) => j.clamp(1, 64) as usize,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get().min(16)),
+        // (at least 2: reading and writing files overlap even on one CPU; at most one per file)
+        None => std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16)),
     };
     Ok(Prepared {
         args,
