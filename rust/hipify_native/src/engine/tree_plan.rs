@@ -283,3 +283,4 @@ fn hip_version(
     }
     Ok(None)
 }
+
