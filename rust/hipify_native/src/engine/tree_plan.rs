@@ -283,4 +283,3 @@ fn hip_version(
     }
     Ok(None)
 }
-
