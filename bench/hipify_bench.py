@@ -328,6 +328,12 @@ def main() -> int:
     ap.add_argument("--roots", type=Path, help="where the rocm7.2 root is (default: the toolchains' roots)")
     ap.add_argument("--end-to-end-runs", type=int, default=5, help="best of N for the end-to-end comparisons")
     ap.add_argument("--end-to-end-only", action="store_true", help="only the end-to-end comparisons (quick)")
+    ap.add_argument(
+        "--out-parent",
+        type=Path,
+        help="where the end-to-end runs write their output trees (default: the bench's temporary directory; "
+        "e.g. /dev/shm to leave the disk out)",
+    )
     args = ap.parse_args()
     if args.hipify_torch:
         sys.path.insert(0, str(args.hipify_torch.resolve()))
@@ -529,24 +535,31 @@ def end_to_end(corpus: Path, nbytes: int, tmp: Path, args: argparse.Namespace) -
     cpus: list[float] = []
     ht_walls: list[float] = []
     ht_cpus: list[float] = []
-    for i in range(runs + 1):  # run 0: the untimed warm-up
-        out = tmp / f"e2e-ours-{i}"
-        w, c = _wall_run([sys.executable, "-m", "tools", "hipify", str(corpus), "-o", str(out), "-q"], env, REPO)
-        shutil.rmtree(out, ignore_errors=True)
-        if i:
-            walls.append(w)
-            cpus.append(c)
-        if with_ht:
-            assert args.hipify_torch is not None
-            out = tmp / f"e2e-ht-{i}"
-            c0 = _children_cpu()
-            took, _mapping = pq.run_hipify_torch(
-                corpus, out, args.hipify_torch.resolve(), include_dirs, bad, base_env=base_env
-            )
-            shutil.rmtree(out, ignore_errors=True)
+    # Every run writes a fresh tree and none is deleted before the last run: on a journal-less ext4 (this VM's
+    # disk) creating files soon after deleting many costs ~1 ms each (the allocator skips recently deleted
+    # inodes, fs/ext4/ialloc.c recently_deleted), so deleting one run's output would slow the next run down.
+    parent = Path(tempfile.mkdtemp(prefix="e2e-", dir=args.out_parent or tmp))
+    try:
+        for i in range(runs + 1):  # run 0: the untimed warm-up
+            out = parent / f"ours-{i}"
+            cmd = [sys.executable, "-m", "tools", "hipify", str(corpus), "-o", str(out), "-q"]
+            w, c = _wall_run(cmd, env, REPO)
             if i:
-                ht_walls.append(took)
-                ht_cpus.append(_children_cpu() - c0)
+                walls.append(w)
+                cpus.append(c)
+            if with_ht:
+                assert args.hipify_torch is not None
+                out = parent / f"ht-{i}"
+                c0 = _children_cpu()
+                took, _mapping = pq.run_hipify_torch(
+                    corpus, out, args.hipify_torch.resolve(), include_dirs, bad, base_env=base_env
+                )
+                if i:
+                    ht_walls.append(took)
+                    ht_cpus.append(_children_cpu() - c0)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+    print(f"end-to-end output trees written under {parent.parent}")
     ours, ours_cpu = min(walls), min(cpus)
     print(
         f"end to end, python -m tools hipify SRC -o OUT (fresh OUT, start-up included, best of {runs}): "
