@@ -44,9 +44,9 @@ def _native_hipify(argv: list[str]) -> int | None:
         return None
     if (getattr(sys.stderr, "encoding", None) or "").lower().replace("-", "") != "utf8" or sys.stdout is None:
         return None  # (findings are printed as UTF-8)
-    try:
-        from monarch_hipify_native import hipify_main  # noqa: PLC0415
-    except ImportError:
+    try:  # (untyped: a compiled module; tools/hipify/native.py has its interface)
+        hipify_main = importlib.import_module("monarch_hipify_native").hipify_main
+    except (ImportError, AttributeError):  # not installed, or built from an older tree
         return None
     done = hipify_main(argv, os.path.dirname(os.path.abspath(__file__)))
     if isinstance(done, str):

@@ -563,6 +563,37 @@ def test_stale_or_missing_plan_is_left_to_python(tmp_path: Path, odd: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
+def test_a_module_built_from_other_sources_is_left_to_python(tmp_path: Path, odd: Path) -> None:
+    # the fingerprint plan.py computes over rust/hipify_native is the one build.rs compiled in (the module under
+    # test is built from this tree), and a plan naming other sources is refused with the way to fix it
+    assert plan.native_sources() == NATIVE.NATIVE_SOURCES
+    argv = [str(odd), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
+    text = _plan_text(argv)
+    header, body = text.split("\n", 1)
+    head = json.loads(header)
+    assert head["native_sources"] == NATIVE.NATIVE_SOURCES
+    assert os.path.join(plan.NATIVE_DIR, "src", "lib.rs") in [p for p, _sig in head["inputs"]]
+    head["native_sources"] = "00000000-1"
+    opts, hip = _options(argv)
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), json.dumps(head) + "\n" + body)
+    assert isinstance(r, str) and "pip install ./rust/hipify_native" in r
+    assert not (tmp_path / "out").exists()
+
+
+def test_native_sources_follow_the_files(tmp_path: Path) -> None:
+    crate = tmp_path / "crate"
+    (crate / "src" / "engine").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text("[package]\n")
+    (crate / "src" / "lib.rs").write_text("mod engine;\n")
+    before = plan.native_sources(str(crate))
+    (crate / "src" / "engine" / "mod.rs").write_text("")
+    after = plan.native_sources(str(crate))
+    assert before is not None and after is not None and before != after
+    (crate / "src" / "engine" / "mod.rs").write_text("//")
+    assert plan.native_sources(str(crate)) != after
+    assert plan.native_sources(str(tmp_path / "none")) is None
+
+
 def test_plan_names_agree() -> None:
     for hip, overrides, flags in [
         ((5, 2), None, (False, True, False, True)),

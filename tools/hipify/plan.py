@@ -80,10 +80,53 @@ def plan_inputs(overrides: str | None) -> list[str]:
     paths += [os.path.join(data, n) for n in data_names]
     if overrides:
         paths.append(overrides)
+    # the native module's sources: a plan records their fingerprint (native_sources), so an edit makes it stale
+    native = native_files()
+    if native:
+        paths += [NATIVE_DIR, os.path.join(NATIVE_DIR, "src")]
+        paths += [os.path.join(NATIVE_DIR, rel) for rel in native]
     return paths
 
 
-def _header(fmt: str, key: str, inputs: list[str]) -> str:
+NATIVE_DIR = os.path.join(_REPO, "rust", "hipify_native")
+
+
+def native_files(crate: str = NATIVE_DIR) -> list[str]:
+    """The native module's sources in this checkout (relative, sorted), or [] without them."""
+    src = os.path.join(crate, "src")
+    if not os.path.isdir(src):
+        return []
+    files = ["Cargo.toml", "build.rs"]
+    for dirpath, _dirs, names in os.walk(src):
+        rel_dir = os.path.relpath(dirpath, crate).replace(os.sep, "/")
+        files += [f"{rel_dir}/{n}" for n in names if n.endswith(".rs")]
+    return sorted(files)
+
+
+def native_sources(crate: str = NATIVE_DIR) -> str | None:
+    """The fingerprint of the native module's sources in this checkout, as rust/hipify_native/build.rs computes
+    it into the module (CRC-32 and length of: relative path, NUL, contents, NUL, for each file in sorted path
+    order); None without them. A module built from other sources does not take the fast path."""
+    import zlib  # noqa: PLC0415
+
+    files = native_files(crate)
+    if not files:
+        return None
+    crc = 0
+    length = 0
+    for rel in files:
+        try:
+            with open(os.path.join(crate, rel), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            data = b""
+        for chunk in (rel.encode(), b"\0", data, b"\0"):
+            crc = zlib.crc32(chunk, crc)
+            length += len(chunk)
+    return f"{crc:08x}-{length}"
+
+
+def _header(fmt: str, key: str, inputs: list[str], sources: str | None = None) -> str:
     from tools.hipify import native  # noqa: PLC0415
 
     return json.dumps(
@@ -92,6 +135,7 @@ def _header(fmt: str, key: str, inputs: list[str]) -> str:
             "interface": native.INTERFACE,
             "key": key,
             "inputs": [[path, _signature(path)] for path in inputs],
+            "native_sources": sources,
         },
         separators=(",", ":"),
     )
@@ -193,7 +237,8 @@ def refresh(options: HipifyOptions, hip_version: tuple[int, int] | None) -> bool
 def plan_text(options: HipifyOptions, hip_version: tuple[int, int] | None, key: str) -> str:
     """The plan file's contents: the header line, then the plan."""
     overrides = key.split("\0")[3] or None
-    header = _header(PLAN_FORMAT, key, plan_inputs(overrides))  # (signatures first: an edit meanwhile is seen)
+    # (signatures first: an edit meanwhile is seen)
+    header = _header(PLAN_FORMAT, key, plan_inputs(overrides), native_sources())
     sections = [json.dumps(section, separators=(",", ":")) for section in build(options, hip_version)]
     return "\n".join([header, *sections, ""])
 

@@ -244,6 +244,8 @@ fn _plan_name(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // whether hipify_main runs the per-file pass natively too (else only with a bridge)
     m.add("TREE_NATIVE", true)?;
+    // what tools/hipify/plan.py's native_sources() must say for a plan to be run by this module
+    m.add("NATIVE_SOURCES", env!("HIPIFY_NATIVE_SOURCES"))?;
     m.add_function(wrap_pyfunction!(hipify_main, m)?)?;
     m.add_function(wrap_pyfunction!(_output_rel, m)?)?;
     m.add_function(wrap_pyfunction!(_paths, m)?)?;

@@ -40,12 +40,24 @@ struct Header {
     interface: u32,
     key: String,
     inputs: Vec<(String, Option<Sig>)>,
+    /// the fingerprint of the checkout's rust/hipify_native (build.rs), None where it has none
+    #[serde(default)]
+    native_sources: Option<String>,
 }
 
 impl Header {
     fn check(&self, format: &str, key: &str) -> Result<(), String> {
         if self.format != format || self.interface != crate::INTERFACE || self.key != key {
             return Err("a plan of another format, interface or key".into());
+        }
+        if let Some(sources) = &self.native_sources {
+            if sources != env!("HIPIFY_NATIVE_SOURCES") {
+                return Err(format!(
+                    "this module was built from other sources than the checkout's rust/hipify_native \
+                     ({} here, {sources} there): pip install ./rust/hipify_native",
+                    env!("HIPIFY_NATIVE_SOURCES")
+                ));
+            }
         }
         for (path, sig) in &self.inputs {
             if signature(path) != *sig {
