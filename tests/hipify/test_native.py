@@ -22,6 +22,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from _native_support import CORPORA
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -143,37 +144,13 @@ def differences(p: Pair, data: bytes) -> list[str]:
 # --- corpora -----------------------------------------------------------------------------------------
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
-
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """~300 KB of bench/hipify_bench.py's synthetic tree (templates, csrc/, golden files, Latin-1 files)."""
-    spec = importlib.util.spec_from_file_location("_hipify_bench_for_tests", REPO / "bench" / "hipify_bench.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    root = tmp_path_factory.mktemp("corpus")
-    files, total = bench.make_corpus(root, 300_000)
-    assert files > 20 and total >= 300_000
-    return _files(root)
-
-
-CORPORA = {
-    "golden": lambda: _files(HERE / "golden"),
-    "data": lambda: _files(HERE / "data"),
-    "csrc": lambda: _files(REPO / "csrc"),
-}
-
-
 @needs_native
 @pytest.mark.parametrize("option_set", sorted(OPTIONS))
 @pytest.mark.parametrize("corpus", [*CORPORA, "generated"])
 def test_engines_agree_on_corpus(
     db: MappingDatabase, engines: dict[str, Pair], request: pytest.FixtureRequest, corpus: str, option_set: str
 ) -> None:
-    files = request.getfixturevalue("generated") if corpus == "generated" else CORPORA[corpus]()
+    files = request.getfixturevalue("generated_corpus") if corpus == "generated" else CORPORA[corpus]()
     assert files, f"no files in corpus {corpus}"
     p = pair(db, engines, option_set)
     bad = {str(f): d for f in files if (d := differences(p, f.read_bytes()))}

@@ -16,16 +16,14 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from _native_support import load, skip_unless_usable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.errors import ToolError
 from tools.hipify import masks
-from tools.hipify import native as native_mod
 from tools.hipify.downgrade import ACTIONS, Downgrade, load_downgrades, rewrite_call
 
 HERE = Path(__file__).resolve().parent
@@ -34,21 +32,8 @@ REQUIRE_NATIVE = os.environ.get("MONARCH_TEST_REQUIRE_NATIVE") == "1"
 SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".hh", ".inl", ".cxx", ".expected"}
 
 
-def _load() -> tuple[ModuleType | None, str | None]:
-    try:
-        module = native_mod.load({"MONARCH_HIPIFY_NATIVE": "1"})
-    except ToolError as err:
-        return None, str(err)
-    if module is None or not hasattr(module, "_masks_classify"):
-        return None, "the native module has no masks hooks (_masks_classify): rebuild it"
-    return module, None
-
-
-NATIVE, PROBLEM = _load()
-pytestmark = pytest.mark.skipif(
-    PROBLEM is not None and not REQUIRE_NATIVE,
-    reason=f"native hipify module not usable, masks comparisons skipped: {PROBLEM}",
-)
+NATIVE, PROBLEM = load("_masks_classify")
+pytestmark = skip_unless_usable(PROBLEM, "masks comparisons")
 
 
 def native() -> Any:

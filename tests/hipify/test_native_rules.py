@@ -8,20 +8,17 @@ Skipped when the native module is not usable, unless ``MONARCH_TEST_REQUIRE_NATI
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _native_support import CORPORA, load, skip_unless_usable
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tools.errors import ToolError
 from tools.hipify import insert, lint
-from tools.hipify import native as native_mod
 from tools.hipify.mapping import MappingDatabase
 from tools.hipify.translate import RawFinding, Translator, line_starts, positions
 
@@ -30,56 +27,19 @@ REPO = HERE.parents[1]
 SYNC_MACRO = "HIP_ENABLE_WARP_SYNC_BUILTINS"
 
 
-def _module() -> Any:
-    try:
-        return native_mod.load({"MONARCH_HIPIFY_NATIVE": "1"})
-    except ToolError:
-        return None
-
-
-NATIVE: Any = _module()
-pytestmark = pytest.mark.skipif(
-    NATIVE is None and os.environ.get("MONARCH_TEST_REQUIRE_NATIVE") != "1",
-    reason="native hipify module not usable (MONARCH_TEST_REQUIRE_NATIVE=1 makes this a failure)",
-)
+NATIVE, PROBLEM = load("_lint_bytes")
+pytestmark = skip_unless_usable(PROBLEM, "insert/lint comparisons")
 
 
 def native() -> Any:
     if NATIVE is None:
-        pytest.fail("MONARCH_TEST_REQUIRE_NATIVE=1, but the native hipify module is not usable")
+        pytest.fail(f"MONARCH_TEST_REQUIRE_NATIVE=1, but the native hipify module is not usable: {PROBLEM}")
     return NATIVE
 
 
 @pytest.fixture(scope="module")
 def tr(db: MappingDatabase) -> Translator:
     return Translator(db, engine="python", hip_version=(6, 4))
-
-
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
-
-@cache
-def _generated() -> list[Path]:
-    """bench/hipify_bench.py's synthetic tree (~300 KB), written once per session."""
-    import tempfile  # noqa: PLC0415
-
-    spec = importlib.util.spec_from_file_location("_hipify_bench_for_rules", REPO / "bench" / "hipify_bench.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    root = Path(tempfile.mkdtemp(prefix="hipify-rules-corpus-"))
-    files, total = bench.make_corpus(root, 300_000)
-    assert files > 20 and total >= 300_000
-    return _files(root)
-
-
-CORPORA = {
-    "golden": lambda: _files(HERE / "golden"),
-    "data": lambda: _files(HERE / "data"),
-    "csrc": lambda: _files(REPO / "csrc"),
-    "generated": _generated,
-}
 
 
 # --- insert.py, positions -------------------------------------------------------------------------------
@@ -112,9 +72,9 @@ def insert_differences(tr: Translator, data: bytes) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("corpus", sorted(CORPORA))
-def test_insert_agrees_on_corpus(tr: Translator, corpus: str) -> None:
-    files = CORPORA[corpus]()
+@pytest.mark.parametrize("corpus", sorted([*CORPORA, "generated"]))
+def test_insert_agrees_on_corpus(tr: Translator, corpus: str, request: pytest.FixtureRequest) -> None:
+    files = request.getfixturevalue("generated_corpus") if corpus == "generated" else CORPORA[corpus]()
     assert files
     bad = {str(f): d for f in files if (d := insert_differences(tr, f.read_bytes()))}
     assert not bad, f"{len(bad)} of {len(files)} files differ, e.g.: {next(iter(bad.items()))}"
@@ -236,9 +196,9 @@ def lint_differences(data: bytes, spans: list[tuple[int, int]]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("corpus", sorted(CORPORA))
-def test_lint_agrees_on_corpus(tr: Translator, corpus: str) -> None:
-    files = CORPORA[corpus]()
+@pytest.mark.parametrize("corpus", sorted([*CORPORA, "generated"]))
+def test_lint_agrees_on_corpus(tr: Translator, corpus: str, request: pytest.FixtureRequest) -> None:
+    files = request.getfixturevalue("generated_corpus") if corpus == "generated" else CORPORA[corpus]()
     bad = {}
     for f in files:
         data = f.read_bytes()

@@ -9,42 +9,22 @@ Skipped without the native module unless ``MONARCH_TEST_REQUIRE_NATIVE=1`` (then
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _native_support import CORPORA, REQUIRE_NATIVE, load, skip_unless_usable
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tools.errors import ToolError
-from tools.hipify import native as native_mod
 from tools.hipify.mapping import MappingDatabase
 from tools.hipify.translate import FileResult, Translator
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-REQUIRE_NATIVE = os.environ.get("MONARCH_TEST_REQUIRE_NATIVE") == "1"
-
-
-def _native() -> tuple[Any, str | None]:
-    try:
-        module = native_mod.load({"MONARCH_HIPIFY_NATIVE": "1"})
-    except ToolError as err:
-        return None, str(err)
-    if not hasattr(module, "NativeTranslator"):
-        return None, "the native module has no NativeTranslator (built from an older tree)"
-    return module, None
-
-
-NATIVE, NATIVE_PROBLEM = _native()
-needs_native = pytest.mark.skipif(
-    NATIVE_PROBLEM is not None and not REQUIRE_NATIVE,
-    reason=f"native hipify module not usable, native translation not compared: {NATIVE_PROBLEM} "
-    "(MONARCH_TEST_REQUIRE_NATIVE=1 makes this a failure)",
-)
+NATIVE, NATIVE_PROBLEM = load("NativeTranslator")
+needs_native = skip_unless_usable(NATIVE_PROBLEM, "native translation comparisons")
 
 # Option sets (keyword arguments of Translator).
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -127,32 +107,6 @@ def differences(p: Pair, data: bytes) -> list[str]:
 # --- corpora -----------------------------------------------------------------------------------------
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
-
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """~300 KB of bench/hipify_bench.py's synthetic tree (templates, csrc/, golden files, Latin-1 files)."""
-    spec = importlib.util.spec_from_file_location(
-        "_hipify_bench_for_native_translate", REPO / "bench" / "hipify_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    root = tmp_path_factory.mktemp("corpus")
-    files, total = bench.make_corpus(root, 300_000)
-    assert files > 20 and total >= 300_000
-    return _files(root)
-
-
-CORPORA = {
-    "golden": lambda: _files(HERE / "golden"),
-    "data": lambda: _files(HERE / "data"),
-    "csrc": lambda: _files(REPO / "csrc"),
-}
-
-
 @needs_native
 @pytest.mark.parametrize("option_set", sorted(OPTIONS))
 @pytest.mark.parametrize("corpus", [*CORPORA, "generated"])
@@ -163,7 +117,7 @@ def test_native_translation_agrees_on_corpus(
     corpus: str,
     option_set: str,
 ) -> None:
-    files = request.getfixturevalue("generated") if corpus == "generated" else CORPORA[corpus]()
+    files = request.getfixturevalue("generated_corpus") if corpus == "generated" else CORPORA[corpus]()
     assert files, f"no files in corpus {corpus}"
     p = pair(db, pairs, option_set, masks=option_set in ("hip6.4", "launch7.2"))
     bad = {str(f): d for f in files if (d := differences(p, f.read_bytes()))}

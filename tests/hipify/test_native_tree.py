@@ -18,7 +18,6 @@ Skipped without the module unless ``MONARCH_TEST_REQUIRE_NATIVE=1`` (then failur
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -31,33 +30,19 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from _native_support import load, make_generated, skip_unless_usable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from build_backend.toolchain import rocm
 from tools.errors import ToolError
 from tools.hipify import cache, cli, plan, tree
-from tools.hipify import native as native_mod
 from tools.hipify.model import HipifyOptions
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-REQUIRE_NATIVE = os.environ.get("MONARCH_TEST_REQUIRE_NATIVE") == "1"
-
-
-def _module() -> Any:
-    try:
-        module = native_mod.load({"MONARCH_HIPIFY_NATIVE": "1"})
-    except ToolError:
-        return None
-    return module if module is not None and hasattr(module, "hipify_main") else None
-
-
-NATIVE = _module()
-needs_native = pytest.mark.skipif(
-    NATIVE is None and not REQUIRE_NATIVE,
-    reason="native hipify module (with the tree pass) not usable (MONARCH_TEST_REQUIRE_NATIVE=1 makes this a failure)",
-)
+NATIVE, PROBLEM = load("hipify_main")
+needs_native = skip_unless_usable(PROBLEM, "native tree pass comparisons")
 pytestmark = needs_native
 
 
@@ -76,7 +61,7 @@ MODES = [
 def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Plans and detect files go to a cache of the test session's own (never the user's)."""
     if NATIVE is None:
-        pytest.fail("MONARCH_TEST_REQUIRE_NATIVE=1, but the native module with the tree pass is not usable")
+        pytest.fail(f"MONARCH_TEST_REQUIRE_NATIVE=1, but the native module with the tree pass is not usable: {PROBLEM}")
     monkeypatch.setenv("MONARCH_HIPIFY_CACHE", str(tmp_path_factory.getbasetemp() / "hipify-cache"))
 
 
@@ -229,11 +214,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(HERE / "golden", root / "golden")
     shutil.copytree(REPO / "csrc", root / "csrc")
     shutil.copytree(HERE / "data" / "warp_sync", root / "warp_sync")
-    spec = importlib.util.spec_from_file_location("_hipify_bench_for_tree", REPO / "bench" / "hipify_bench.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    bench.make_corpus(root / "gen", 200_000)
+    make_generated(root / "gen", 200_000)
     return root
 
 

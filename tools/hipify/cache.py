@@ -173,10 +173,15 @@ def store(kind: str, key: str, payload: object) -> bool:
         blob = marshal.dumps((FORMAT, _python_tag(), f"{kind}\0{key}", payload))  # type: ignore[arg-type]
     except ValueError:  # not plain data: a bug, but the cache is only an optimisation
         return False
-    directory = os.path.dirname(path)
+    return write_entry(path, blob)
+
+
+def write_entry(path: str, blob: bytes) -> bool:
+    """Write a cache file through a temporary file and a rename (a reader sees the old file or the new one);
+    False when it cannot be written (the cache is only an optimisation)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "wb") as fh:
             fh.write(blob)
         os.replace(tmp, path)

@@ -155,22 +155,6 @@ def _current(path: str, fmt: str, key: str) -> bool:
         return False
 
 
-def _write(path: str, text: str) -> bool:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
-    return True
-
-
 def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> list[object]:
     """The plan for ``options`` with the target ``hip_version`` (resolved: given or detected), in its three
     sections: what the tree pass needs, the lint's rules (None without the lint), the translator's plan."""
@@ -231,7 +215,7 @@ def refresh(options: HipifyOptions, hip_version: tuple[int, int] | None) -> bool
     path, key = where
     if _current(path, PLAN_FORMAT, key):
         return wrote
-    return _write(path, plan_text(options, hip_version, key)) or wrote
+    return cache.write_entry(path, plan_text(options, hip_version, key).encode()) or wrote
 
 
 def plan_text(options: HipifyOptions, hip_version: tuple[int, int] | None, key: str) -> str:
@@ -291,4 +275,4 @@ def refresh_detect() -> bool:
         return False
     opt = _opt_dir()
     header = _header(DETECT_FORMAT, key, detect_inputs(opt))
-    return _write(path, f"{header}\n{json.dumps(detect_data(opt), separators=(',', ':'))}\n")
+    return cache.write_entry(path, f"{header}\n{json.dumps(detect_data(opt), separators=(',', ':'))}\n".encode())
