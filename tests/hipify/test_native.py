@@ -22,7 +22,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from _native_support import CORPORA
+from _native_support import CORPORA, SOUP_TOKENS
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -159,116 +159,7 @@ def test_engines_agree_on_corpus(
 
 # --- adversarial inputs ------------------------------------------------------------------------------
 
-TOKENS = [
-    # comments, literals and the tokeniser's edges
-    b"//",
-    b"/*",
-    b"*/",
-    b"/*/",
-    b'"',
-    b"'",
-    b"\\",
-    b"\\\r\n",
-    b"\\\n",
-    b"\r\n",
-    b"\n",
-    b'R"',
-    b'R"x(',
-    b')x"',
-    b'u8"',
-    b"L'",
-    b'LR"(',
-    b")",
-    b"1'000",
-    b"0x1CU",
-    # directives
-    b"#include <cuda_runtime.h>",
-    b'# include_next "a.h"',
-    b'#include "cuda_fp16.h"',
-    b"#includex",
-    b"#include <cuda/pipeline>",
-    b"#define cudaFooBar 1",
-    # launches, namespaces, members
-    b"<<<",
-    b"<<",
-    b">>>",
-    b"::",
-    b"cub::",
-    b"namespace cub",
-    b"cub",
-    b".",
-    b"->",
-    # CUDA names from the database (and one it does not have)
-    b"cudaMalloc",
-    b"cudaMemcpyAsync",
-    b"__shfl_down_sync",
-    b"__shfl_sync",
-    b"cudaStream_t",
-    b"CUresult",
-    b"cuGetErrorString",
-    b"cudaGraphCreate",
-    b"cublasCreate",
-    b"cudaErrorInvalidTexture",
-    b"cudaFooBar",
-    b"void ",
-    # identifier glue
-    b"x",
-    b"_",
-    b"9",
-    b"R",
-    b"cu",
-    b"\xe9",
-    b"\xff",
-    b" ",
-    b"\t",
-    b"(",
-    b",",
-    b";",
-    # lint triggers
-    b"0xffffffff",
-    b"0xffffffffu",
-    b"32",
-    b"32u",
-    b"32ul",
-    b"& 31",
-    b"& 0x1f",
-    b"% 32",
-    b">> 5",
-    b"threadIdx.x",
-    b"lane",
-    b"for (int o = 16; o > 0; o /= 2)",
-    b"asm volatile(",
-    b"__asm__(",
-    b"__ballot_sync(",
-    b"unsigned m = ",
-    b"__popc(",
-    b"__CUDA_ARCH__ >= 7",
-    b"texture<",
-    b"tex1Dfetch<float>(",
-    b"this_grid().sync(",
-    b"memcpy_async",
-    b"hipify: ignore",
-    b"hipify: ignore(lane-math)",
-    b"__global__ void k() {",
-    # target rules: masks, statements that discard hipError_t
-    b"cudaFree(p);",
-    b"cudaDeviceSynchronize()",
-    b"(void)",
-    b"if (x) ",
-    b"else ",
-    b"case 1: ",
-    b"#endif\n",
-    b"#define FULL 0xffffffff\n",
-    b"const unsigned kFull = 0xffffffffu;",
-    b"unsigned m = __activemask();",
-    b"__activemask()",
-    b"~0u",
-    b"-1",
-    b"0x0000ffff",
-    b"__syncwarp(",
-    b"__match_any_sync(",
-    b"/* c */",
-]
+TOKENS = SOUP_TOKENS
 SOUP = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
 BOM = b"\xef\xbb\xbf"
 
