@@ -270,6 +270,27 @@ def test_define_follows_project_headers_and_is_added_once(tmp_path: Path, write:
             assert (again / p.relative_to(out)).read_bytes() == p.read_bytes(), p.name
 
 
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_mask_defined_in_a_crlf_or_lf_header(tmp_path: Path, write: Write, eol: str) -> None:
+    """A project header's #define of a full mask is found whatever its line endings (a CRLF header's lines end in
+    \\r before the \\n)."""
+    src = tmp_path / "src"
+    header = f"#pragma once{eol}#define FULL_MASK 0xffffffff{eol}#define HALF 0x0000ffff{eol}"
+    write(
+        src,
+        {
+            "common.cuh": header,
+            "k.cu": '#include "common.cuh"\n__global__ void k(float* d) {\n'
+            "  d[0] = __shfl_sync(FULL_MASK, d[0], 0) + __shfl_sync(HALF, d[0], 0);\n}\n",
+        },
+    )
+    res = hipify_tree([src], tmp_path / "out", HipifyOptions(hip_version=(7, 2), jobs=1))
+    out = (tmp_path / "out" / "k.hip").read_bytes()
+    assert b"__shfl_sync((FULL_MASK | 0xffffffff00000000ULL), d[0], 0)" in out
+    reasons = [f.reason for f in res.findings if f.rule == "lane-mask-32"]
+    assert len(reasons) == 1 and "HALF" in reasons[0] and "in a project header" in reasons[0], reasons
+
+
 def test_mask_named_in_a_project_header(tmp_path: Path, write: Write) -> None:
     """A mask macro in a project header counts for the files that use it (the translation unit), also when only
     the header changes between runs."""

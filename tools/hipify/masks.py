@@ -638,7 +638,8 @@ def _literal_constant(text: bytes) -> Value | None:
     return constant(text)
 
 
-_HEADER_DEFINE = _LazyRe(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)$", re.M)
+# (\r? before the end: "$" under re.M is before "\n" only, and a CRLF header's lines end in "\r")
+_HEADER_DEFINE = _LazyRe(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)\r?$", re.M)
 _HEADER_CONST = _LazyRe(
     rb"^[ \t]*((?:(?:static|inline|__device__|__constant__|__host__)[ \t]+)*(?:constexpr|const)[ \t]+[^=;(){}\n]*?)"
     rb"[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);",

@@ -1446,7 +1446,7 @@ pub type HeaderTable = Vec<(Vec<u8>, (Vec<u8>, Value))>;
 fn header_define() -> &'static Regex {
     static RX: OnceLock<Regex> = OnceLock::new();
     RX.get_or_init(|| {
-        Regex::new(r"(?m-u)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)$").unwrap()
+        Regex::new(r"(?m-u)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\r\n]+)\r?$").unwrap()
     })
 }
 
