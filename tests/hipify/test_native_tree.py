@@ -544,6 +544,23 @@ def test_stale_or_missing_plan_is_left_to_python(tmp_path: Path, odd: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
+def test_a_tree_beyond_the_memory_bound_is_left_to_python(
+    tmp_path: Path, odd: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the native pass holds a run's inputs and outputs: past its bound, Python (RETAIN_BYTES) takes the run,
+    # before anything is written
+    argv = [str(odd), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
+    opts, hip = _options(argv)
+    monkeypatch.setenv("MONARCH_HIPIFY_NATIVE_MAX_BYTES", "1000")
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), _plan_text(argv))
+    assert isinstance(r, str) and "exceed" in r and "RETAIN_BYTES" in r
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setenv("MONARCH_HIPIFY_NATIVE_MAX_BYTES", str(10 << 20))
+    r = NATIVE.hipify_main(argv, plan.TOOLS_DIR, _Bridge(opts, hip), _plan_text(argv))
+    assert not isinstance(r, str) and r[0] == 0
+    assert (tmp_path / "out").is_dir()
+
+
 def test_a_module_built_from_other_sources_is_left_to_python(tmp_path: Path, odd: Path) -> None:
     # the fingerprint plan.py computes over rust/hipify_native is the one build.rs compiled in (the module under
     # test is built from this tree), and a plan naming other sources is refused with the way to fix it

@@ -8,7 +8,9 @@
 //!
 //! Memory: unlike tree.py (RETAIN_BYTES), every input and translated file is kept until it is written: a
 //! run holds about twice the tree's size (30 MB for a 10 MB tree). Results are the same either way (tree.py
-//! re-translates what it evicted, which gives the same bytes).
+//! re-translates what it evicted, which gives the same bytes). A tree whose inputs exceed
+//! [`Config::max_input_bytes`] is left to the Python path (before anything is written), whose memory stays
+//! bounded whatever the tree's size.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;
@@ -128,7 +130,12 @@ pub struct Config {
     pub keep_naming: bool,
     /// threads for the per-file work and the writes (>= 1)
     pub workers: usize,
+    /// the most input bytes a run holds (more: [`TreeError::Fallback`], see the module's doc)
+    pub max_input_bytes: usize,
 }
+
+/// [`Config::max_input_bytes`]' default: a run then holds ~0.6 GB at most.
+pub const MAX_INPUT_BYTES: usize = 256 << 20;
 
 /// A finding of the result (model.py's `Finding`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -561,9 +568,14 @@ pub fn hipify_tree<S: Step>(
         Failed(String),
         Cached(Box<Processed>),
         Todo(String),
+        TooBig,
     }
+    let held = AtomicUsize::new(0);
     let reads: Vec<(Option<Vec<u8>>, Read)> = parallel_map(n, cfg.workers, |i| {
         let s = &srcs[i];
+        if held.load(Ordering::Relaxed) > cfg.max_input_bytes {
+            return (None, Read::TooBig);
+        }
         let data = match fs::read(&s.path) {
             Ok(d) => d,
             Err(err) => {
@@ -573,6 +585,9 @@ pub fn hipify_tree<S: Step>(
                 )
             }
         };
+        if held.fetch_add(data.len(), Ordering::Relaxed) + data.len() > cfg.max_input_bytes {
+            return (None, Read::TooBig);
+        }
         let sha = sha256_hex(&data);
         if cache_ok {
             if let Some(Prev::Entry(e)) = prev_files.get(&s.path) {
@@ -586,9 +601,16 @@ pub fn hipify_tree<S: Step>(
     let mut inputs: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
     let mut procs: Vec<Processed> = Vec::with_capacity(n);
     let mut todo: Vec<(usize, String)> = Vec::new();
+    if reads.iter().any(|(_, r)| matches!(r, Read::TooBig)) {
+        return Err(TreeError::Fallback(format!(
+            "the inputs exceed {} MiB: the Python path bounds its memory (RETAIN_BYTES)",
+            cfg.max_input_bytes >> 20
+        )));
+    }
     for (i, (data, read)) in reads.into_iter().enumerate() {
         inputs.push(data);
         procs.push(match read {
+            Read::TooBig => unreachable!("handled above"),
             Read::Failed(why) => {
                 let mut p = Processed::new(Mode::Error);
                 p.error = why;

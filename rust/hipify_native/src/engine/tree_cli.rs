@@ -241,6 +241,7 @@ pub struct Prepared {
     pub cwd: String,
     pub plan: Plan,
     pub workers: usize,
+    pub max_input_bytes: usize,
 }
 
 /// Not handled here (the Python path runs), or done (an early ToolError).
@@ -313,11 +314,17 @@ pub fn prepare(
         // (at least 2: reading and writing files overlap even on one CPU; at most one per file)
         None => std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16)),
     };
+    // (a smaller bound for tests: MONARCH_HIPIFY_NATIVE_MAX_BYTES)
+    let max_input_bytes = std::env::var("MONARCH_HIPIFY_NATIVE_MAX_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(super::tree::MAX_INPUT_BYTES);
     Ok(Prepared {
         args,
         cwd,
         plan,
         workers,
+        max_input_bytes,
     })
 }
 
@@ -478,6 +485,7 @@ pub fn run<S: Step>(
         lint: !a.no_lint,
         keep_naming: a.naming == "keep",
         workers: prep.workers,
+        max_input_bytes: prep.max_input_bytes,
     };
     let output = a.output.as_deref().expect("fast_parse requires -o");
     let result = match hipify_tree(&a.sources, output, &prep.cwd, &cfg, make_step) {
