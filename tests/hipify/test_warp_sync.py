@@ -207,6 +207,9 @@ def test_classify_edges() -> None:
     )
     assert classify(b"", 0, b"0").cls == "partial"  # HIP asserts a non-zero mask
     assert classify(b"#define A B\n#define B A\n", 22, b"A").cls == "runtime"  # a cycle ends
+    # a shift count past the width leaves no bits (and is not computed: 2**64-1 here would exhaust memory)
+    assert classify(b"", 0, b"1ull << (0ull - 1)").cls == "partial"
+    assert classify(b"", 0, b"0xffffffffu << 32").cls == "partial"
 
 
 def test_blocked_file_reports_every_call(db: MappingDatabase) -> None:

@@ -214,8 +214,8 @@ class _Expr:
                 v = a ^ b
             elif op == b"&":
                 v = a & b
-            elif op == b"<<":
-                v = a << b
+            elif op == b"<<":  # bits at or above width are masked off below: a count that big leaves none (and
+                v = a << b if b < width else 0  # shifting by it would build a huge int: `x << (0 - 1)`, 2**64-1)
             elif op == b">>":
                 v = a >> b
             elif op == b"+":
