@@ -507,6 +507,10 @@ def test_token_soup(before: bytes, mask: bytes, after: bytes) -> None:
 @given(expressions(0, ()))
 @example(b"~0<<0-1l")  # a shift by 2**64-1 (0 - 1 as unsigned): the Python engine once built that int
 @example(b"1u << (2 - 3)")
+@example(b"0 | " + b"(" * 63 + b"1" + b")" * 63)  # nested as deep as both evaluators go
+@example(b"0 | " + b"(" * 64 + b"1" + b")" * 64)  # one deeper: not a constant, for both
+@example(b"0 | " + b"(" * 900 + b"1" + b")" * 900)  # (Python's recursion limit is never reached)
+@example(b"-" * 70 + b"1")
 def test_generated_constants(text: bytes) -> None:
     assert native()._masks_constant(text) == masks.constant(text)
     check_classify(b"", 0, text)

@@ -210,6 +210,9 @@ def test_classify_edges() -> None:
     # a shift count past the width leaves no bits (and is not computed: 2**64-1 here would exhaust memory)
     assert classify(b"", 0, b"1ull << (0ull - 1)").cls == "partial"
     assert classify(b"", 0, b"0xffffffffu << 32").cls == "partial"
+    # nesting: evaluated up to 64 levels, deeper is not a constant (and never a RecursionError)
+    assert classify(b"", 0, b"0 | " + b"(" * 63 + b"0xffffffff" + b")" * 63).cls == "full32"
+    assert classify(b"", 0, b"0 | " + b"(" * 500 + b"0xffffffff" + b")" * 500).cls == "runtime"
 
 
 def test_blocked_file_reports_every_call(db: MappingDatabase) -> None:

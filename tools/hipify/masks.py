@@ -174,17 +174,22 @@ class _Expr:
     """A tiny evaluator of integer constant expressions: literals, ( ), unary ~ - +, binary * + - << >> & ^ |,
     with C's literal types (LP64) and usual arithmetic conversions; None when the text is not such a constant."""
 
+    #: the deepest nesting of parentheses and unary operators evaluated (deeper: not a constant); the same
+    #: bound as rust/hipify_native's MAX_NESTING, far below Python's recursion limit (~8 frames a level)
+    MAX_NESTING = 64
+
     def __init__(self, text: bytes, resolve: Callable[[bytes], Value | None] | None = None) -> None:
         self.toks = re.findall(
             rb"0[xX][0-9a-fA-F']+[uUlL]*|0[bB][01']+[uUlL]*|\d[\d']*[uUlL]*|[A-Za-z_]\w*|<<|>>|\S", text
         )
         self.i = 0
+        self.nesting = 0
         self.resolve = resolve
 
     def parse(self) -> Value | None:
         try:
             value = self._level(0)
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, RecursionError):
             return None
         return value if self.i == len(self.toks) else None
 
@@ -228,6 +233,14 @@ class _Expr:
         return left
 
     def _unary(self) -> Value:
+        self.nesting += 1
+        if self.nesting > self.MAX_NESTING:
+            raise ValueError("nested too deeply")
+        value = self._unary_inner()
+        self.nesting -= 1
+        return value
+
+    def _unary_inner(self) -> Value:
         tok = self._peek()
         if tok in (b"~", b"-", b"+"):
             self.i += 1

@@ -389,8 +389,9 @@ fn convert(value: Value, width: u32, signed: bool) -> Value {
 
 // -- the constant-expression evaluator (_Expr) -------------------------------------------------------------
 
-/// deepest nesting of parentheses and unary operators evaluated (Python raises RecursionError long before)
-const MAX_NESTING: usize = 200;
+/// deepest nesting of parentheses and unary operators evaluated (deeper: not a constant); masks.py's
+/// `_Expr.MAX_NESTING`
+const MAX_NESTING: usize = 64;
 
 type Resolve<'r> = &'r mut dyn FnMut(&[u8]) -> Option<Value>;
 
