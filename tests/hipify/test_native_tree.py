@@ -742,3 +742,44 @@ def test_fast_path_end_to_end(tmp_path: Path, odd: Path) -> None:
     assert "native" not in other.stderr
     traced = _cli(argv, env)
     assert "not on the native fast path: a command line for argparse" in traced.stderr
+
+
+def _relocated(tree: dict[str, object], out: Path) -> dict[str, object]:
+    """``_tree_of(out)`` with the output directory's path in the state file (its records name their outputs) as
+    "OUT", to compare two output directories."""
+    state = tree.get(".hipify-state.json")
+    if isinstance(state, bytes):
+        tree = {**tree, ".hipify-state.json": state.replace(str(out).encode(), b"OUT")}
+    return tree
+
+
+@pytest.mark.skipif(not _native_per_file(), reason="no native per-file pass yet")
+@pytest.mark.parametrize("fault", ["MONARCH_FAULT_HIPIFY_PANIC", "MONARCH_FAULT_HIPIFY_PANIC_WRITE"])
+def test_a_panic_of_the_native_pass_leaves_the_run_to_python(tmp_path: Path, odd: Path, fault: str) -> None:
+    """A bug of the native pass (a panic, injected in the per-file pass or while writing) costs the user nothing:
+    the Python path does the run, with the reference's result, and no staging directory is left behind; into an
+    existing output too."""
+    cache = tmp_path / "cache"
+    env = {"MONARCH_HIPIFY_CACHE": str(cache), "MONARCH_HIPIFY_NATIVE_TRACE": "1"}
+    ref, out = tmp_path / "ref" / "out", tmp_path / "run" / "out"
+    base = [str(odd), "--hip-version", "6.4", "-q"]
+    first = _cli([*base, "-o", str(ref)], env)  # no plan yet: the Python path, which writes it
+    assert first.returncode == 0 and "not on the native fast path: no plan" in first.stderr
+    # the first source file in the walk's order is in every run, translated or copied
+    victim = sorted(p.name for p in odd.rglob("*") if p.is_file() and p.suffix in (".cu", ".h", ".cuh"))[0]
+    victim = victim.replace(".cu", ".hip") if fault.endswith("WRITE") else victim
+    for round_ in ("fresh", "existing"):
+        if round_ == "existing":
+            shutil.rmtree(ref)  # both from the same existing output, after an input changed
+            shutil.copytree(out, ref, symlinks=True)
+            (odd / "added.cu").write_text("__global__ void added() { cudaDeviceSynchronize(); }\n")
+            assert _cli([*base, "-o", str(ref)], {**env, "MONARCH_HIPIFY_NATIVE": "0"}).returncode == 0
+            victim = "added.hip" if fault.endswith("WRITE") else "added.cu"  # (the one file this run processes)
+        proc = _cli([*base, "-o", str(out)], {**env, fault: victim})
+        assert proc.returncode == 0, proc.stderr
+        assert "not on the native fast path: the native pass failed" in proc.stderr, proc.stderr
+        assert "a bug, please report it" in proc.stderr
+        assert _relocated(_tree_of(out), out) == _relocated(_tree_of(ref), ref)
+        assert not [p for p in out.parent.iterdir() if p.name.endswith(".hipify-tmp")]
+    clean = _cli([*base, "-o", str(tmp_path / "clean")], env)  # without the fault: the fast path again
+    assert clean.returncode == 0 and "not on the native fast path" not in clean.stderr

@@ -128,33 +128,21 @@ fn hipify_main(
     plan_text: Option<String>,
 ) -> PyResult<Py<PyAny>> {
     let outcome: Result<tree_cli::Outcome, String> = py.detach(|| {
-        let prep = match tree_cli::prepare(&argv, &tools_dir, plan_text.as_deref()) {
-            Ok(p) => p,
-            Err(tree_cli::Early::Fallback(why)) => return Err(why),
-            Err(tree_cli::Early::Done(o)) => return Ok(o),
-        };
-        match bridge {
-            Some(obj) => tree_cli::run(&prep, move || {
-                Ok(Bridge {
-                    obj,
-                    lock: std::sync::Mutex::new(()),
-                })
-            }),
-            None => std::thread::scope(|sc| {
-                // the per-file sections are parsed while the tree pass walks and reads the inputs
-                let plan = &prep.plan;
-                let translator = sc.spawn(move || {
-                    let known = crate::engine::masks::known_masks(&[]);
-                    crate::engine::translate::Translator::new(&plan.translate()?, known)
-                });
-                let lint = sc.spawn(move || plan.lint());
-                tree_cli::run(&prep, move || {
-                    let translator = joined(translator.join())?;
-                    let lint = joined(lint.join())?;
-                    Ok(NativeStep { translator, lint })
-                })
-            }),
-        }
+        // A panic is a bug of the native pass: the run is left to the Python path (the reference), which
+        // redoes it whole; a fresh output's staging directory is removed while unwinding (tree_fs::Writer).
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            native_run(&argv, &tools_dir, bridge, plan_text.as_deref())
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(format!(
+                "the native pass failed ({what}): a bug, please report it"
+            ))
+        })
     });
     match outcome {
         Err(why) => Ok(PyString::new(py, &why).into_any().unbind()),
@@ -253,4 +241,40 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_installed_version, m)?)?;
     m.add_function(wrap_pyfunction!(_plan_name, m)?)?;
     Ok(())
+}
+
+/// `hipify_main`'s run (see there).
+fn native_run(
+    argv: &[String],
+    tools_dir: &str,
+    bridge: Option<Py<PyAny>>,
+    plan_text: Option<&str>,
+) -> Result<tree_cli::Outcome, String> {
+    let prep = match tree_cli::prepare(argv, tools_dir, plan_text) {
+        Ok(p) => p,
+        Err(tree_cli::Early::Fallback(why)) => return Err(why),
+        Err(tree_cli::Early::Done(o)) => return Ok(o),
+    };
+    match bridge {
+        Some(obj) => tree_cli::run(&prep, move || {
+            Ok(Bridge {
+                obj,
+                lock: std::sync::Mutex::new(()),
+            })
+        }),
+        None => std::thread::scope(|sc| {
+            // the per-file sections are parsed while the tree pass walks and reads the inputs
+            let plan = &prep.plan;
+            let translator = sc.spawn(move || {
+                let known = crate::engine::masks::known_masks(&[]);
+                crate::engine::translate::Translator::new(&plan.translate()?, known)
+            });
+            let lint = sc.spawn(move || plan.lint());
+            tree_cli::run(&prep, move || {
+                let translator = joined(translator.join())?;
+                let lint = joined(lint.join())?;
+                Ok(NativeStep::new(translator, lint))
+            })
+        }),
+    }
 }

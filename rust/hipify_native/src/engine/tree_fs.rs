@@ -158,11 +158,23 @@ pub fn size_mtime(meta: &fs::Metadata) -> (i64, i64) {
     )
 }
 
+impl Drop for Writer {
+    /// A run that unwinds (a bug: the fast path then leaves the run to Python) leaves no staging directory.
+    fn drop(&mut self) {
+        if self.fresh && std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
 /// tree.py's `_Writer`.
 pub struct Writer {
     pub final_dir: String,
     pub fresh: bool,
     pub root: String,
+    /// fault injection for the tests (`MONARCH_FAULT_HIPIFY_PANIC_WRITE=NAME`): writing the output whose path
+    /// ends with NAME panics, as a bug would
+    panic_at: Option<String>,
 }
 
 impl Writer {
@@ -178,6 +190,9 @@ impl Writer {
             final_dir: out_dir.to_string(),
             fresh,
             root,
+            panic_at: std::env::var("MONARCH_FAULT_HIPIFY_PANIC_WRITE")
+                .ok()
+                .filter(|v| !v.is_empty()),
         }
     }
 
@@ -222,6 +237,9 @@ impl Writer {
 
     /// Write `data` at `place` (its directory exists); returns (size, mtime_ns) of the file written.
     pub fn write(&self, place: &str, data: &[u8]) -> io::Result<Option<(i64, i64)>> {
+        if self.panic_at.as_deref().is_some_and(|p| place.ends_with(p)) {
+            panic!("MONARCH_FAULT_HIPIFY_PANIC_WRITE: {place}");
+        }
         if self.fresh {
             let mut f = fs::File::create(place)?;
             f.write_all(data)?;

@@ -35,6 +35,22 @@ pub struct NativeStep<T: PerFile> {
     pub translator: T,
     /// None: a plan for --no-lint
     pub lint: Option<LintPlan>,
+    /// fault injection for the tests (`MONARCH_FAULT_HIPIFY_PANIC=NAME`, docs/reliability.md): the pass panics on
+    /// the file whose path ends with NAME, as a bug would
+    pub panic_at: Option<String>,
+}
+
+impl<T: PerFile> NativeStep<T> {
+    pub fn new(translator: T, lint: Option<LintPlan>) -> NativeStep<T> {
+        let panic_at = std::env::var("MONARCH_FAULT_HIPIFY_PANIC")
+            .ok()
+            .filter(|v| !v.is_empty());
+        NativeStep {
+            translator,
+            lint,
+            panic_at,
+        }
+    }
 }
 
 impl<T: PerFile> Step for NativeStep<T> {
@@ -48,6 +64,9 @@ impl<T: PerFile> Step for NativeStep<T> {
         masks: Option<&T>,
         lint: bool,
     ) -> Result<Processed, TreeError> {
+        if self.panic_at.as_deref().is_some_and(|p| path.ends_with(p)) {
+            panic!("MONARCH_FAULT_HIPIFY_PANIC: {path}");
+        }
         let mut res = Processed::new(Mode::Translate); // (the tree pass sets `sha`: it hashed the input)
         if !translate || memchr::memchr(0, &data[..data.len().min(8192)]).is_some() {
             res.mode = Mode::Copy;
