@@ -783,3 +783,21 @@ def test_a_panic_of_the_native_pass_leaves_the_run_to_python(tmp_path: Path, odd
         assert not [p for p in out.parent.iterdir() if p.name.endswith(".hipify-tmp")]
     clean = _cli([*base, "-o", str(tmp_path / "clean")], env)  # without the fault: the fast path again
     assert clean.returncode == 0 and "not on the native fast path" not in clean.stderr
+
+
+@pytest.mark.skipif(not _native_per_file(), reason="no native per-file pass yet")
+def test_an_output_that_cannot_be_written_is_a_clear_error_on_both_paths(tmp_path: Path, odd: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    env = {"MONARCH_HIPIFY_CACHE": str(tmp_path / "cache"), "MONARCH_HIPIFY_NATIVE_TRACE": "1"}
+    base = [str(odd), "--hip-version", "6.4", "-q"]
+    assert _cli([*base, "-o", str(tmp_path / "ok")], env).returncode == 0  # (the plan, for the native run)
+    for extra in ({"MONARCH_HIPIFY_NATIVE": "0"}, {}):
+        proc = _cli([*base, "-o", str(blocker / "out")], {**env, **extra})
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert f"error: cannot write the output into {blocker / 'out'}: Not a directory" in proc.stderr
+        assert "choose another with -o" in proc.stderr
+        assert "not on the native fast path" not in proc.stderr  # (each path said it itself)
+    assert blocker.read_text() == "not a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "cache", "ok", "src"]  # nothing else made

@@ -198,6 +198,16 @@ def _fast_parse(argv: list[str]) -> _Args | None:
     return args
 
 
+def write_error(output: Path, err: OSError) -> str:
+    """An I/O failure while writing the output (engine/tree.rs's ``io_error`` says the same)."""
+    where = f" ({err.filename})" if err.filename else ""
+    out = os.path.normpath(os.path.abspath(output))
+    return (
+        f"cannot write the output into {out}: {err.strerror or err}{where}. Check that the output directory can "
+        "be created and written there, or choose another with -o."
+    )
+
+
 def version_text() -> str:
     """What ``--version`` prints: where the mapping database comes from, and the default target."""
     from tools.hipify.mapping import load_database  # noqa: PLC0415 - only for --version
@@ -242,7 +252,10 @@ def main(argv: list[str]) -> int:
         report_unmapped=not args.no_unmapped,
     )
     assert args.output is not None  # required
-    result = hipify_tree(args.sources, args.output, options)
+    try:
+        result = hipify_tree(args.sources, args.output, options)
+    except OSError as err:  # (reading a source is a finding; this is writing the output)
+        raise ToolError(write_error(args.output, err), exit_code=1) from None
     _keep_plan(options, result.hip_version)
     if args.report is not None:
         import json  # noqa: PLC0415 - only with --report

@@ -134,6 +134,15 @@ pub struct Config {
     pub max_input_bytes: usize,
 }
 
+/// An I/O failure while writing, as cli.py words it (`write_error`).
+fn io_error(out_dir: &str, path: &str, e: &std::io::Error) -> TreeError {
+    TreeError::Io(format!(
+        "cannot write the output into {out_dir}: {} ({path}). Check that the output directory can be created \
+         and written there, or choose another with -o.",
+        strerror(e)
+    ))
+}
+
 /// [`Config::max_input_bytes`]' default: a run then holds ~0.6 GB at most.
 pub const MAX_INPUT_BYTES: usize = 256 << 20;
 
@@ -956,10 +965,7 @@ pub fn hipify_tree<S: Step>(
         let place = writer.place(&job.dst);
         match writer.write(&place, &data) {
             Ok(st) => Ok((true, st)),
-            Err(e) => Err(TreeError::Io(format!(
-                "cannot write {place}: {}",
-                strerror(&e)
-            ))),
+            Err(e) => Err(io_error(&out_abs, &place, &e)),
         }
     };
     let mut dirs: Vec<String> = jobs
@@ -974,11 +980,7 @@ pub fn hipify_tree<S: Step>(
     };
     if !jobs.is_empty() {
         writer.make_dirs(&dirs).map_err(|e| {
-            fail(TreeError::Io(format!(
-                "cannot create {}: {}",
-                dirs[0],
-                strerror(&e)
-            )))
+            fail(io_error(&out_abs, &dirs[0], &e))
         })?;
     }
     let slots: Vec<std::sync::Mutex<Option<&mut Job>>> = jobs
@@ -1084,22 +1086,12 @@ pub fn hipify_tree<S: Step>(
             writer
                 .make_dirs(&[dirname(&place).to_string()])
                 .and_then(|()| writer.write(&place, &state))
-                .map_err(|e| {
-                    fail(TreeError::Io(format!(
-                        "cannot write {place}: {}",
-                        strerror(&e)
-                    )))
-                })?;
+                .map_err(|e| fail(io_error(&out_abs, &place, &e)))?;
         }
     }
-    writer.finish(true).map_err(|e| {
-        TreeError::Io(format!(
-            "cannot rename {} to {}: {}",
-            writer.root,
-            out_abs,
-            strerror(&e)
-        ))
-    })?;
+    writer
+        .finish(true)
+        .map_err(|e| io_error(&out_abs, &writer.root, &e))?;
 
     findings.sort_by(|a, b| {
         (a.file.as_str(), a.row.0, a.row.1, a.row.2.as_str()).cmp(&(
