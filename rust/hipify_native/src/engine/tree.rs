@@ -979,9 +979,9 @@ pub fn hipify_tree<S: Step>(
         e
     };
     if !jobs.is_empty() {
-        writer.make_dirs(&dirs).map_err(|e| {
-            fail(io_error(&out_abs, &dirs[0], &e))
-        })?;
+        writer
+            .make_dirs(&dirs)
+            .map_err(|e| fail(io_error(&out_abs, &dirs[0], &e)))?;
     }
     let slots: Vec<std::sync::Mutex<Option<&mut Job>>> = jobs
         .iter_mut()
