@@ -18,6 +18,7 @@ from _native_support import CORPORA, REQUIRE_NATIVE, SOUP_TOKENS, load, skip_unl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tools.hipify import masks
 from tools.hipify.mapping import MappingDatabase
 from tools.hipify.translate import FileResult, Translator
 
@@ -257,7 +258,10 @@ def test_plan_gives_back_every_decision(db: MappingDatabase, option_set: str) ->
             None if act.replacement is None else act.replacement.decode("latin-1"),
             act.finding,
         ), name
-        assert flags == act.namespace_only | act.sync << 1 | act.stmt << 2 | (act.downgrade is not None) << 3, name
+        masked = name.encode("latin-1") in masks.MASKED
+        assert flags == (
+            act.namespace_only | act.sync << 1 | act.stmt << 2 | (act.downgrade is not None) << 3 | masked << 4
+        ), name
     for path, repl, finding in plan["headers"]:
         want = tr.header_action(path.encode("latin-1"))
         assert (repl, spec(finding, path)) == (None if want[0] is None else want[0].decode("latin-1"), want[1])

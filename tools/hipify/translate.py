@@ -494,7 +494,8 @@ class Translator:
         ``[kind, reason, suggestion, flags]`` (indices into ``texts``; flags: 1 blocking, 2 templated: the
         NUL characters of its reason and suggestion stand for the name it is reported on). A name's row is
         ``[name, replacement or None, finding index or -1, flags]`` (flags: 1 namespace-only, 2 sync,
-        4 stmt, 8 downgrade); a header's ``[path, replacement or None ("" drops the include), finding or -1]``.
+        4 stmt, 8 downgrade, 16 the name takes a lane mask first: ``masks.MASKED``);
+        a header's ``[path, replacement or None ("" drops the include), finding or -1]``.
         """
         texts: list[str] = []
         text_index: dict[str, int] = {}
@@ -538,6 +539,7 @@ class Translator:
                 | (2 if act.sync else 0)
                 | (4 if act.stmt else 0)
                 | (8 if act.downgrade is not None else 0)
+                | (16 if name.encode("latin-1") in masks.MASKED else 0)
             )
             names.append([name, latin1(act.replacement), finding(act.finding, name), flags])
 
@@ -563,8 +565,6 @@ class Translator:
         version = self.target.version
         return {
             "format": 1,
-            "version": None if version is None else list(version),
-            "version_text": format_version(version),
             "target_label": format_version(version) or "(newest)",
             "report_unmapped": self.report_unmapped,
             "launch": self.launch,

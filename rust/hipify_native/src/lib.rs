@@ -7,7 +7,6 @@
 //! optional comment/string translation) is decided by Python callbacks, so the rules live in one place.
 //! `LintScanner` finds the lint's candidate matches (tools/hipify/lint.py decides what they mean).
 
-#[allow(dead_code)] // filled in piece by piece; the fast path uses all of it
 mod engine;
 mod lint;
 mod py_insert;

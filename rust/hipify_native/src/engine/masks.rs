@@ -10,47 +10,6 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 
-/// The CUDA builtins whose first parameter is the lane mask (masks.py's MASKED).
-pub const MASKED: [&[u8]; 16] = [
-    b"__shfl_sync",
-    b"__shfl_up_sync",
-    b"__shfl_down_sync",
-    b"__shfl_xor_sync",
-    b"__ballot_sync",
-    b"__any_sync",
-    b"__all_sync",
-    b"__match_any_sync",
-    b"__match_all_sync",
-    b"__syncwarp",
-    b"__reduce_add_sync",
-    b"__reduce_min_sync",
-    b"__reduce_max_sync",
-    b"__reduce_and_sync",
-    b"__reduce_or_sync",
-    b"__reduce_xor_sync",
-];
-
-/// MASKED and `__activemask` (masks.py's SYNC_NAMES).
-pub const SYNC_NAMES: [&[u8]; 17] = [
-    b"__shfl_sync",
-    b"__shfl_up_sync",
-    b"__shfl_down_sync",
-    b"__shfl_xor_sync",
-    b"__ballot_sync",
-    b"__any_sync",
-    b"__all_sync",
-    b"__match_any_sync",
-    b"__match_all_sync",
-    b"__syncwarp",
-    b"__reduce_add_sync",
-    b"__reduce_min_sync",
-    b"__reduce_max_sync",
-    b"__reduce_and_sync",
-    b"__reduce_or_sync",
-    b"__reduce_xor_sync",
-    b"__activemask",
-];
-
 /// lanes 32-63: OR-ed into a full-warp mask held by a name (masks.py's UPPER_LANES)
 pub const UPPER_LANES: &str = "0xffffffff00000000ULL";
 
@@ -61,16 +20,6 @@ const MASK64_CALLS: [&[u8]; 5] = [
     b"__match_any_sync",
     b"__match_all_sync",
 ];
-
-/// Whether `name` is in MASKED.
-pub fn is_masked(name: &[u8]) -> bool {
-    MASKED.contains(&name)
-}
-
-/// Whether `name` is in SYNC_NAMES.
-pub fn is_sync_name(name: &[u8]) -> bool {
-    SYNC_NAMES.contains(&name)
-}
 
 /// The classes of a mask (masks.py's FULL32 ... RUNTIME).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,19 +44,6 @@ impl Class {
             Class::Partial => "partial",
             Class::Runtime => "runtime",
         }
-    }
-
-    pub fn from_str(text: &str) -> Option<Class> {
-        Some(match text {
-            "full32" => Class::Full32,
-            "full64" => Class::Full64,
-            "active" => Class::Active,
-            "active32" => Class::Active32,
-            "wide" => Class::Wide,
-            "partial" => Class::Partial,
-            "runtime" => Class::Runtime,
-            _ => return None,
-        })
     }
 }
 
@@ -187,14 +123,6 @@ impl Known {
             return None;
         }
         self.map.get(name)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
     }
 }
 

@@ -16,7 +16,7 @@ use super::translate_ctx::{
     line_start, lstrip_blanks, namespace_context,
 };
 use super::translate_launch::convert_launches;
-use super::translate_names::{Action, NameTable, DOWNGRADE, NONE, NS, SIMPLE, STMT, SYNC};
+use super::translate_names::{Action, NameTable, DOWNGRADE, MASKED, NONE, NS, SIMPLE, STMT, SYNC};
 use super::types::{facts, from_latin1, latin1, FileResult, Include, RawFinding};
 use super::{downgrade, masks};
 use crate::scan::{maybe_statement, walk, Decider, FxMap, Prefixes, Walk};
@@ -33,10 +33,6 @@ pub const PLAN_FORMAT: u32 = 1;
 #[derive(Deserialize, Debug, Clone)]
 pub struct TranslatePlan {
     pub format: u32,
-    pub version: Option<Vec<u32>>,
-    /// `format_version(target.version)` ("" for the newest HIP)
-    #[serde(default)]
-    pub version_text: String,
     /// `format_version(target.version) or "(newest)"`, for finding texts
     pub target_label: String,
     pub report_unmapped: bool,
@@ -256,11 +252,6 @@ impl Translator {
         }
     }
 
-    /// The project masks this translator knows.
-    pub fn known(&self) -> &Known {
-        &self.known
-    }
-
     /// `Translator.translate`: one file's bytes. A UTF-8 byte-order mark is kept and not taken for an
     /// identifier.
     pub fn translate(&self, data: &[u8]) -> FileResult {
@@ -319,8 +310,6 @@ struct FileState<'t> {
     discarded: Vec<(usize, usize)>,
     unresolved: BTreeSet<Vec<u8>>,
 }
-
-use masks::is_masked;
 
 impl Decider for FileState<'_> {
     type Error = std::convert::Infallible;
@@ -396,7 +385,7 @@ impl FileState<'_> {
         if act.flags & DOWNGRADE != 0 {
             let dg = &t.downgrades[name];
             if let Some((text, resume)) = rewrite_call(data, e, dg) {
-                let f = self.downgrade_finding(data, s, e, dg);
+                let f = self.downgrade_finding(data, s, e, dg, act.flags & MASKED != 0);
                 self.findings.push(f);
                 w.replace(s, resume, &text);
                 w.skip_until = resume;
@@ -405,7 +394,7 @@ impl FileState<'_> {
         }
         if act.flags & SYNC != 0 {
             self.facts |= facts::USES_SYNC;
-            if t.mask64.is_some() && is_masked(name) && self.mask_occurrence(w, s, e, act) {
+            if t.mask64.is_some() && act.flags & MASKED != 0 && self.mask_occurrence(w, s, e, act) {
                 return;
             }
         }
@@ -459,11 +448,17 @@ impl FileState<'_> {
     }
 
     /// `_downgrade_finding` (the method and the module function).
-    fn downgrade_finding(&mut self, data: &[u8], s: usize, e: usize, dg: &Downgrade) -> RawFinding {
+    /// (`masked`: the name takes the lane mask first, `name in masks.MASKED`)
+    fn downgrade_finding(
+        &mut self,
+        data: &[u8],
+        s: usize,
+        e: usize,
+        dg: &Downgrade,
+        masked: bool,
+    ) -> RawFinding {
         let mut mask = None;
-        if matches!(dg.action, DgAction::DropFirstArg | DgAction::ReplaceCall)
-            && is_masked(&data[s..e])
-        {
+        if matches!(dg.action, DgAction::DropFirstArg | DgAction::ReplaceCall) && masked {
             if let Some((a, b)) = masks::first_argument(data, e) {
                 mask = Some(self.classify(data, s, &data[a..b]));
             }

@@ -20,11 +20,15 @@ pub const SYNC: u8 = 2;
 pub const STMT: u8 = 4;
 /// a downgrade applies (`_Action.downgrade`)
 pub const DOWNGRADE: u8 = 8;
+/// the lane mask is the first argument (`name in masks.MASKED`): only read with SYNC or DOWNGRADE
+pub const MASKED: u8 = 16;
 /// a plain rename (`_Action.simple`): set here, not in the plan
-pub const SIMPLE: u8 = 16;
+pub const SIMPLE: u8 = 32;
 /// nothing to do (`_NO_ACTION`): set here, not in the plan
-pub const NONE: u8 = 32;
-const PLAN_FLAGS: u8 = NS | SYNC | STMT | DOWNGRADE;
+pub const NONE: u8 = 64;
+/// the bits that make an action more than a plain rename (or nothing)
+const ACTING: u8 = NS | SYNC | STMT | DOWNGRADE;
+const PLAN_FLAGS: u8 = ACTING | MASKED;
 const NO_TEXT: u32 = u32::MAX;
 
 /// One name's decision (translate.py `_Action`), its texts in the table's arena.
@@ -77,14 +81,6 @@ impl NameTable {
     #[inline]
     pub fn replacement(&self, a: &Action) -> Option<&[u8]> {
         (a.replacement.0 != NO_TEXT).then(|| self.text(a.replacement))
-    }
-
-    pub fn len(&self) -> usize {
-        self.actions.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.actions.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Action> {
@@ -198,7 +194,7 @@ impl<'de> Deserialize<'de> for NameTable {
                         Some(r) => t.push_text(&r.0).map_err(serde::de::Error::custom)?,
                     };
                     let mut flags = flags & PLAN_FLAGS;
-                    if flags == 0 && finding < 0 {
+                    if flags & ACTING == 0 && finding < 0 {
                         flags |= if replacement.0 != NO_TEXT {
                             SIMPLE
                         } else {

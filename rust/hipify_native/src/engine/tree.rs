@@ -179,7 +179,6 @@ pub struct TreeResult {
     pub written: Vec<String>,
     pub unchanged: usize,
     pub removed: Vec<String>,
-    pub copied: usize,
     pub seconds: f64,
 }
 
@@ -807,7 +806,6 @@ pub fn hipify_tree<S: Step>(
     // The output loop: decisions first (no side effect before a ToolError or a fallback), then the writes.
     let mut findings: Vec<Finding> = Vec::new();
     let mut outputs: Vec<(String, String)> = Vec::new();
-    let mut copied = 0usize;
     let mut claimed: FxMap<String, usize> = FxMap::default();
     let defined: HashSet<String> = procs
         .iter()
@@ -899,9 +897,6 @@ pub fn hipify_tree<S: Step>(
         }
         edits.sort_by(|a, b| b.cmp(a));
         outputs.push((s.path.clone(), dst.clone()));
-        if p.mode == Mode::Copy {
-            copied += 1;
-        }
         let mut edit_bytes = Vec::with_capacity(edits.len());
         for e in &edits {
             match super::types::from_latin1(&e.2) {
@@ -1107,7 +1102,6 @@ pub fn hipify_tree<S: Step>(
         written,
         unchanged,
         removed,
-        copied,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -230,10 +230,6 @@ pub const SKIP_DIRS: &[&str] = &[
 pub const HEADER_SUFFIXES: &[&str] = &[
     ".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp",
 ];
-/// insert.py's IMPLICIT_SUFFIXES (files that can need the runtime include)
-pub const IMPLICIT_SUFFIXES: &[&str] = &[
-    ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp",
-];
 
 const SYSTEM_HEADERS: &str = "assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h \
 locale.h math.h setjmp.h signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h \
