@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from build_backend.toolchain import rocm
 from tools.errors import ToolError
-from tools.hipify import cache, cli, plan, tree
+from tools.hipify import cache, cli, insert, plan, tree
 from tools.hipify.model import HipifyOptions
 
 HERE = Path(__file__).resolve().parent
@@ -695,8 +695,24 @@ def test_path_arithmetic(path: str) -> None:
                 )
 
 
-def test_system_headers_agree() -> None:
-    assert set(NATIVE._system_headers()) == set(tree.SYSTEM_HEADERS)
+def test_file_rules_from_the_plan_decide_as_tree_py() -> None:
+    # the tables are Python's (plan.file_rules(), in every plan); what the Rust side does with them must be
+    # what tree.py and insert.py do: suffixes by Path.suffix or os.path.splitext, lower-cased; skipped
+    # directory names; system spellings by name or prefix
+    paths = [f"d/x{s}" for s in [*tree.SOURCE_SUFFIXES, *insert.IMPLICIT_SUFFIXES, ".CU", ".Cuh", ".txt", ".py", ""]]
+    paths += ["d/.cu", "d/..h", "d/a.b.cu", "d.cu/x", "a/b.H", ".hg", "d/.git", "__pycache__", "node_modules"]
+    paths += [*sorted(tree.SYSTEM_HEADERS), "sys/mman.h", "bits/x.h", "netinet/in.h", "cuda.h", "mysys/x.h", "vectors"]
+    got = NATIVE._file_rules(json.dumps(plan.file_rules()), paths)
+    for path, row in zip(paths, got):
+        name = path.rsplit("/", 1)[-1]
+        want = (
+            PurePosixPath(path).suffix.lower() in tree.SOURCE_SUFFIXES,
+            os.path.splitext(path)[1].lower() in tree.HEADER_SUFFIXES,
+            os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES,
+            name in tree.SKIP_DIRS,
+            tree.is_system_header(path),
+        )
+        assert tuple(row) == want, path
 
 
 # --- the fast path through python -m tools -------------------------------------------------------------------

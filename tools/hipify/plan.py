@@ -29,7 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tools.hipify.model import HipifyOptions
 
-PLAN_FORMAT = "monarch-runtime/hipify-plan/v1"
+PLAN_FORMAT = "monarch-runtime/hipify-plan/v2"
 DETECT_FORMAT = "monarch-runtime/hipify-detect/v1"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: the ``tools`` package's directory (plans are per checkout; tools/__main__.py passes the same path)
@@ -177,8 +177,25 @@ def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> list[o
             ["entries", str(len(db))],
         ],
         "target": [[k, v] for k, v in tr.target.describe().items()],
+        "files": file_rules(),
     }
     return [info, lint.export_plan() if options.lint else None, tr.export_plan()]
+
+
+def file_rules() -> dict[str, list[str]]:
+    """The tree pass's file tables (engine/tree_path.rs's ``FileRules``): which files are translated, which
+    directories skipped, which files are headers or can need the runtime include, which includes are the
+    system's."""
+    from tools.hipify import insert, tree  # noqa: PLC0415
+
+    return {
+        "source_suffixes": sorted(tree.SOURCE_SUFFIXES),
+        "skip_dirs": sorted(tree.SKIP_DIRS),
+        "header_suffixes": sorted(tree.HEADER_SUFFIXES),
+        "system_headers": sorted(tree.SYSTEM_HEADERS),
+        "system_prefixes": list(tree._SYSTEM_PREFIXES),
+        "implicit_suffixes": sorted(insert.IMPLICIT_SUFFIXES),
+    }
 
 
 def options_plan_key(options: HipifyOptions, hip_version: tuple[int, int] | None) -> str:

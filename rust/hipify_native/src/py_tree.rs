@@ -186,10 +186,28 @@ fn _paths(path: &str, base: &str) -> (String, String, String, String, String) {
     )
 }
 
-/// tree.py's SYSTEM_HEADERS as the Rust side has them (test hook).
+/// The plan's file tables (plan.py's `file_rules()`, as JSON) applied to each of `paths` (test hook):
+/// (is_source, is_header, is_implicit, skips_dir of its last component, is_system_header).
 #[pyfunction]
-fn _system_headers() -> Vec<&'static str> {
-    tree_path::system_headers()
+#[allow(clippy::type_complexity)] // (one tuple per path, what the test compares)
+fn _file_rules(
+    files_json: &str,
+    paths: Vec<String>,
+) -> PyResult<Vec<(bool, bool, bool, bool, bool)>> {
+    let rules: tree_path::FileRules = serde_json::from_str(files_json)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(paths
+        .iter()
+        .map(|p| {
+            (
+                rules.is_source(p),
+                rules.is_header(p),
+                rules.is_implicit(p),
+                rules.skips_dir(tree_path::basename(p)),
+                rules.is_system_header(p),
+            )
+        })
+        .collect())
 }
 
 /// rocm.py's `installed_version` on the given data (test hook); raises ValueError when not decidable here.
@@ -237,7 +255,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hipify_main, m)?)?;
     m.add_function(wrap_pyfunction!(_output_rel, m)?)?;
     m.add_function(wrap_pyfunction!(_paths, m)?)?;
-    m.add_function(wrap_pyfunction!(_system_headers, m)?)?;
+    m.add_function(wrap_pyfunction!(_file_rules, m)?)?;
     m.add_function(wrap_pyfunction!(_installed_version, m)?)?;
     m.add_function(wrap_pyfunction!(_plan_name, m)?)?;
     Ok(())
@@ -273,7 +291,7 @@ fn native_run(
             tree_cli::run(&prep, move || {
                 let translator = joined(translator.join())?;
                 let lint = joined(lint.join())?;
-                Ok(NativeStep::new(translator, lint))
+                Ok(NativeStep::new(translator, &plan.info.files, lint))
             })
         }),
     }

@@ -12,32 +12,6 @@ use super::types::facts::{DEFINES_SYNC, USES_API, USES_DEVICE};
 pub const RUNTIME_HEADER: &[u8] = b"hip/hip_runtime.h";
 /// insert.py's RUNTIME_API_HEADER
 pub const RUNTIME_API_HEADER: &[u8] = b"hip/hip_runtime_api.h";
-/// insert.py's IMPLICIT_SUFFIXES (lower-case, with the dot: compare with the lower-cased extension)
-pub const IMPLICIT_SUFFIXES: &[&str] = &[
-    ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp",
-];
-
-/// Whether a path's extension (os.path.splitext's, lower-cased) is one of IMPLICIT_SUFFIXES.
-pub fn implicit_suffix(path: &str) -> bool {
-    let ext = splitext_ext(path);
-    IMPLICIT_SUFFIXES
-        .iter()
-        .any(|s| s.len() == ext.len() && s.eq_ignore_ascii_case(ext))
-}
-
-/// os.path.splitext(path)[1] (POSIX): the last `.` of the last component, unless that component is all
-/// leading dots before it.
-fn splitext_ext(path: &str) -> &str {
-    let name = match path.rfind('/') {
-        Some(i) => &path[i + 1..],
-        None => path,
-    };
-    match name.rfind('.') {
-        Some(dot) if name[..dot].bytes().any(|b| b != b'.') => &name[dot..],
-        _ => "",
-    }
-}
-
 const DEVICE: [&[u8]; 3] = [b"__global__", b"__device__", b"<<<"];
 const API: [&[u8]; 2] = [b"cuda", b"hip"];
 
@@ -389,9 +363,6 @@ mod tests {
         assert_eq!(
             defines_and_lines(b"x #define HIP_ENABLE_WARP_SYNC_BUILTINS\n", Some(m)),
             0
-        );
-        assert!(
-            implicit_suffix("a/b.CU") && !implicit_suffix("a/.cu") && !implicit_suffix("a.cpp")
         );
     }
 }

@@ -21,8 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::tree_fs::{strerror, walk, Source, Writer};
 use super::tree_path::{
-    basename, dirname, is_within, lower, normjoin_into, output_rel, pure_path, relative,
-    splitext_ext, suffix, HEADER_SUFFIXES, SOURCE_SUFFIXES,
+    basename, dirname, is_within, normjoin_into, output_rel, pure_path, relative, FileRules,
 };
 use super::tree_state::{dump_state, parse_state, Prev, Record, STATE_FILE};
 pub use super::tree_state::{EditRow, FindingRow, IncludeRow};
@@ -118,7 +117,7 @@ pub trait Step: Sync {
 }
 
 /// What the tree pass needs besides the per-file step (from the plan and the options).
-pub struct Config {
+pub struct Config<'a> {
     /// the state fingerprint (`f"{code}/{db}/{key!r}/lint={lint}/engine=builtin"`)
     pub fingerprint: String,
     /// the target's warp-sync macro (`tr.target.sync_define`)
@@ -132,6 +131,8 @@ pub struct Config {
     pub workers: usize,
     /// the most input bytes a run holds (more: [`TreeError::Fallback`], see the module's doc)
     pub max_input_bytes: usize,
+    /// the plan's file tables (sources, skipped directories, headers, system includes)
+    pub files: &'a FileRules,
 }
 
 /// An I/O failure while writing, as cli.py words it (`write_error`).
@@ -247,10 +248,6 @@ fn splice(data: &[u8], start: i64, end: i64, text: &[u8]) -> Vec<u8> {
     out.extend_from_slice(text);
     out.extend_from_slice(&data[e..]);
     out
-}
-
-fn is_source(path: &str) -> bool {
-    SOURCE_SUFFIXES.contains(&lower(suffix(basename(path))).as_str())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -539,12 +536,12 @@ pub fn hipify_tree<S: Step>(
     sources: &[String],
     out_dir: &str,
     cwd: &str,
-    cfg: &Config,
+    cfg: &Config<'_>,
     make_step: impl FnOnce() -> Result<S, TreeError>,
 ) -> Result<TreeResult, TreeError> {
     let started = Instant::now();
     let out_abs = super::tree_path::abs_path(&pure_path(out_dir), cwd);
-    let (srcs, roots) = walk(sources, &out_abs, cwd)?;
+    let (srcs, roots) = walk(sources, &out_abs, cwd, cfg.files)?;
     if fs::symlink_metadata(&out_abs).is_ok() && !fs::metadata(&out_abs).is_ok_and(|m| m.is_dir()) {
         // (Python fails there with an OSError's traceback)
         return Err(TreeError::Fallback(format!(
@@ -643,7 +640,7 @@ pub fn hipify_tree<S: Step>(
         step.process(
             &srcs[i].path,
             data,
-            is_source(&srcs[i].path),
+            cfg.files.is_source(&srcs[i].path),
             None,
             cfg.lint,
         )
@@ -651,9 +648,7 @@ pub fn hipify_tree<S: Step>(
     for ((i, sha), p) in todo.into_iter().zip(done) {
         let mut p = p?;
         p.sha = sha;
-        if p.unresolved.is_empty()
-            && !HEADER_SUFFIXES.contains(&lower(splitext_ext(&srcs[i].path)).as_str())
-        {
+        if p.unresolved.is_empty() && !cfg.files.is_header(&srcs[i].path) {
             // translated: needed again only by the project-mask pass (headers, files it may redo)
             inputs[i] = None;
         }
@@ -670,7 +665,7 @@ pub fn hipify_tree<S: Step>(
         let headers: Vec<(&str, &[u8])> = srcs
             .iter()
             .zip(&inputs)
-            .filter(|(s, _)| HEADER_SUFFIXES.contains(&lower(splitext_ext(&s.path)).as_str()))
+            .filter(|(s, _)| cfg.files.is_header(&s.path))
             .filter_map(|(s, d)| d.as_deref().map(|d| (s.path.as_str(), d)))
             .collect();
         let (table, found) = step.project_masks(&paths, &headers, &wanted)?;
@@ -743,7 +738,7 @@ pub fn hipify_tree<S: Step>(
                 if !parts
                     .iter()
                     .any(|p| *p == ".." || *p == "." || p.is_empty())
-                    && !super::tree_path::is_system_header(spelling)
+                    && !cfg.files.is_system_header(spelling)
                 {
                     let table = by_name.get_or_insert_with(|| {
                         let mut m: HashMap<&str, Vec<usize>> = HashMap::new();

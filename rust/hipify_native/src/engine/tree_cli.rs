@@ -486,6 +486,7 @@ pub fn run<S: Step>(
         keep_naming: a.naming == "keep",
         workers: prep.workers,
         max_input_bytes: prep.max_input_bytes,
+        files: &prep.plan.info.files,
     };
     let output = a.output.as_deref().expect("fast_parse requires -o");
     let result = match hipify_tree(&a.sources, output, &prep.cwd, &cfg, make_step) {

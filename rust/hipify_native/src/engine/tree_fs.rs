@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 
 use super::tree::TreeError;
-use super::tree_path::{abs_path, basename, is_within, join, parent, pure_path, SKIP_DIRS};
+use super::tree_path::{abs_path, basename, is_within, join, parent, pure_path, FileRules};
 
 /// One input file (tree.py's `_Source`).
 #[derive(Clone, Debug)]
@@ -49,6 +49,7 @@ pub fn walk(
     sources: &[String],
     out_dir: &str,
     cwd: &str,
+    rules: &FileRules,
 ) -> Result<(Vec<Source>, Vec<String>), TreeError> {
     let mut found = Vec::new();
     let mut roots = Vec::new();
@@ -79,7 +80,7 @@ pub fn walk(
                 ));
             }
             roots.push(src.clone());
-            walk_dir(&src, &src, out_dir, &mut found)?;
+            walk_dir(&src, &src, out_dir, rules, &mut found)?;
         } else {
             found.push(Source {
                 rel: basename(&src).to_string(),
@@ -97,6 +98,7 @@ fn walk_dir(
     top: &str,
     root: &str,
     out_dir: &str,
+    rules: &FileRules,
     found: &mut Vec<Source>,
 ) -> Result<(), TreeError> {
     let Ok(entries) = fs::read_dir(top) else {
@@ -122,7 +124,7 @@ fn walk_dir(
     }
     let out_prefix = format!("{out_dir}/");
     dirs.retain(|(d, _)| {
-        !SKIP_DIRS.contains(&d.as_str())
+        !rules.skips_dir(d)
             && !d.starts_with('.')
             && !format!("{}/", join(top, d)).starts_with(&out_prefix)
     });
@@ -144,7 +146,7 @@ fn walk_dir(
     }
     for (d, is_link) in dirs {
         if !is_link {
-            walk_dir(&join(top, &d), root, out_dir, found)?;
+            walk_dir(&join(top, &d), root, out_dir, rules, found)?;
         }
     }
     Ok(())

@@ -10,6 +10,7 @@ use super::insert;
 use super::masks::{header_masks, merge_header_masks, HeaderTable, ProjectMask};
 use super::rules::{lint_bytes, positions, silenced, LintPlan};
 use super::tree::{Mode, Processed, Step, TreeError};
+use super::tree_path::FileRules;
 use super::tree_state::{FindingRow, IncludeRow};
 use super::types::{facts, latin1, FileResult};
 
@@ -31,8 +32,10 @@ impl PerFile for super::translate::Translator {
 }
 
 /// tree.py's `_process` and `project_masks`, natively.
-pub struct NativeStep<T: PerFile> {
+pub struct NativeStep<'a, T: PerFile> {
     pub translator: T,
+    /// the plan's file tables (which files can need the runtime include)
+    pub files: &'a FileRules,
     /// None: a plan for --no-lint
     pub lint: Option<LintPlan>,
     /// fault injection for the tests (`MONARCH_FAULT_HIPIFY_PANIC=NAME`, docs/reliability.md): the pass panics on
@@ -40,20 +43,21 @@ pub struct NativeStep<T: PerFile> {
     pub panic_at: Option<String>,
 }
 
-impl<T: PerFile> NativeStep<T> {
-    pub fn new(translator: T, lint: Option<LintPlan>) -> NativeStep<T> {
+impl<'a, T: PerFile> NativeStep<'a, T> {
+    pub fn new(translator: T, files: &'a FileRules, lint: Option<LintPlan>) -> NativeStep<'a, T> {
         let panic_at = std::env::var("MONARCH_FAULT_HIPIFY_PANIC")
             .ok()
             .filter(|v| !v.is_empty());
         NativeStep {
             translator,
+            files,
             lint,
             panic_at,
         }
     }
 }
 
-impl<T: PerFile> Step for NativeStep<T> {
+impl<T: PerFile> Step for NativeStep<'_, T> {
     type Masks = T;
 
     fn process(
@@ -120,7 +124,7 @@ impl<T: PerFile> Step for NativeStep<T> {
             .collect();
         res.defines = fr.defines.iter().map(|d| latin1(d)).collect();
         let mut f = fr.facts;
-        if f & facts::HAS_RUNTIME == 0 && insert::implicit_suffix(path) {
+        if f & facts::HAS_RUNTIME == 0 && self.files.is_implicit(path) {
             f |= insert::uses(data, &fr.comment_spans); // (only these files can need the runtime include)
         }
         res.facts = i64::from(f);

@@ -2,6 +2,9 @@
 //! (posixpath.normpath, str(PurePosixPath(..)), Path.suffix, os.path.splitext, PurePath ordering, ...).
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use serde::Deserialize;
 
 /// `posixpath.normpath(path)`.
 pub fn normpath(path: &str) -> String {
@@ -211,52 +214,53 @@ pub fn output_rel(rel: &str, changed: bool, keep: bool) -> String {
     }
 }
 
-/// tree.py's SOURCE_SUFFIXES (files translated; the rest is copied)
-pub const SOURCE_SUFFIXES: &[&str] = &[
-    ".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++",
-    ".inl", ".inc", ".ipp", ".tpp", ".hip",
-];
-/// tree.py's SKIP_DIRS
-pub const SKIP_DIRS: &[&str] = &[
-    ".git",
-    ".hg",
-    ".svn",
-    "__pycache__",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".ruff_cache",
-];
-/// tree.py's HEADER_SUFFIXES (headers whose constant lane masks count for every file)
-pub const HEADER_SUFFIXES: &[&str] = &[
-    ".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp",
-];
+/// Which files the tree pass translates, skips, takes for headers, and which include spellings are the
+/// system's: tree.py's SOURCE_SUFFIXES, SKIP_DIRS, HEADER_SUFFIXES, SYSTEM_HEADERS and _SYSTEM_PREFIXES and
+/// insert.py's IMPLICIT_SUFFIXES, exported into the plan by tools/hipify/plan.py (the tables stay Python's).
+/// Suffixes are lower-case, with their dot.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileRules {
+    source_suffixes: HashSet<String>,
+    skip_dirs: HashSet<String>,
+    header_suffixes: HashSet<String>,
+    system_headers: HashSet<String>,
+    system_prefixes: Vec<String>,
+    implicit_suffixes: HashSet<String>,
+}
 
-const SYSTEM_HEADERS: &str = "assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h \
-locale.h math.h setjmp.h signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h \
-stdnoreturn.h string.h tgmath.h threads.h time.h uchar.h wchar.h wctype.h \
-unistd.h fcntl.h dirent.h dlfcn.h pthread.h sched.h semaphore.h getopt.h libgen.h glob.h fnmatch.h \
-poll.h termios.h syslog.h pwd.h grp.h netdb.h strings.h malloc.h alloca.h execinfo.h cpuid.h \
-immintrin.h emmintrin.h xmmintrin.h x86intrin.h \
-windows.h winsock2.h direct.h io.h process.h intrin.h \
-algorithm any array atomic bit bitset cassert cctype cerrno cfenv cfloat charconv chrono cinttypes climits \
-clocale cmath codecvt compare complex concepts condition_variable coroutine csetjmp csignal cstdarg cstddef \
-cstdint cstdio cstdlib cstring ctime cuchar cwchar cwctype deque exception execution filesystem \
-format forward_list fstream functional future initializer_list iomanip ios iosfwd iostream istream \
-iterator latch limits list locale map memory memory_resource mutex new numbers numeric optional ostream \
-queue random ranges ratio regex scoped_allocator semaphore set shared_mutex source_location span sstream \
-stack stdexcept stop_token streambuf string string_view syncstream system_error thread tuple type_traits \
-typeindex typeinfo unordered_map unordered_set utility valarray variant vector version";
-const SYSTEM_PREFIXES: &[&str] = &[
-    "sys/", "arpa/", "netinet/", "linux/", "asm/", "bits/", "net/",
-];
+impl FileRules {
+    /// tree.py: `Path(path).suffix.lower() in SOURCE_SUFFIXES`
+    pub fn is_source(&self, path: &str) -> bool {
+        self.source_suffixes
+            .contains(lower(suffix(basename(path))).as_str())
+    }
 
-/// tree.py's `is_system_header`.
-pub fn is_system_header(spelling: &str) -> bool {
-    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
-        std::sync::OnceLock::new();
-    SET.get_or_init(|| SYSTEM_HEADERS.split(' ').collect())
-        .contains(spelling)
-        || SYSTEM_PREFIXES.iter().any(|p| spelling.starts_with(p))
+    /// `os.path.splitext(path)[1].lower() in HEADER_SUFFIXES`
+    pub fn is_header(&self, path: &str) -> bool {
+        self.header_suffixes
+            .contains(lower(splitext_ext(path)).as_str())
+    }
+
+    /// `os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES`
+    pub fn is_implicit(&self, path: &str) -> bool {
+        self.implicit_suffixes
+            .contains(lower(splitext_ext(path)).as_str())
+    }
+
+    /// a directory `_walk` does not enter (besides hidden ones)
+    pub fn skips_dir(&self, name: &str) -> bool {
+        self.skip_dirs.contains(name)
+    }
+
+    /// tree.py's `is_system_header`.
+    pub fn is_system_header(&self, spelling: &str) -> bool {
+        self.system_headers.contains(spelling)
+            || self
+                .system_prefixes
+                .iter()
+                .any(|p| spelling.starts_with(p.as_str()))
+    }
 }
 
 /// `posixpath.normpath(os.path.join(base, name))` into `out` (`stack`: scratch), without allocating once the
@@ -300,11 +304,6 @@ pub fn normjoin_into(out: &mut String, stack: &mut Vec<usize>, base: &str, name:
     if out.is_empty() {
         out.push('.');
     }
-}
-
-/// The system headers (for the parity test against tree.py's SYSTEM_HEADERS).
-pub fn system_headers() -> Vec<&'static str> {
-    SYSTEM_HEADERS.split(' ').collect()
 }
 
 #[cfg(test)]

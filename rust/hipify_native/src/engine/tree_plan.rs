@@ -16,7 +16,7 @@ use super::tree::sha256_hex;
 use super::tree_cli::{py_isspace, py_strip};
 use super::tree_path::{abs_path, join, pure_path};
 
-pub const PLAN_FORMAT: &str = "monarch-runtime/hipify-plan/v1";
+pub const PLAN_FORMAT: &str = "monarch-runtime/hipify-plan/v2";
 pub const DETECT_FORMAT: &str = "monarch-runtime/hipify-detect/v1";
 
 /// (size, mtime_ns, ctime_ns, inode, device): what changes whenever a file's content does
@@ -80,6 +80,8 @@ pub struct PlanInfo {
     pub database: Vec<(String, String)>,
     /// the report's `target` (`Target.describe()`, in order)
     pub target: Vec<(String, String)>,
+    /// which files are translated, skipped, headers; which includes are the system's
+    pub files: super::tree_path::FileRules,
 }
 
 /// A plan file: the tree pass's section parsed, the per-file sections as text (parsed in threads while the
