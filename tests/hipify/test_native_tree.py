@@ -504,6 +504,17 @@ def test_left_to_python(argv: list[str]) -> None:
     assert isinstance(NATIVE.hipify_main(argv, plan.TOOLS_DIR, None, ""), str)
 
 
+@pytest.mark.parametrize("bad", [["--naming", "flat"], ["--launch", "hip"], ["--engine", "other"]])
+def test_an_option_value_model_py_does_not_offer_is_left_to_argparse(tmp_path: Path, odd: Path, bad: list[str]) -> None:
+    # the values come from the plan (model.py's LAUNCH_STYLES, NAMING_STYLES), the engine must be builtin
+    argv = [str(odd), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
+    r = NATIVE.hipify_main([*argv, *bad], plan.TOOLS_DIR, None, _plan_text(argv))
+    assert isinstance(r, str) and ("argparse" in r or "--engine other" in r), r
+    assert not (tmp_path / "out").exists()
+    proc = _cli([*argv, *bad], {})
+    assert proc.returncode == 2 and f"invalid choice: '{bad[1]}'" in proc.stderr, proc.stderr
+
+
 def test_a_source_given_twice_is_left_to_python(tmp_path: Path, odd: Path) -> None:
     argv = [str(odd / "sub"), str(odd / "sub" / "deep" / "x.cpp"), "-o", str(tmp_path / "out"), "--hip-version", "5.2"]
     opts, hip = _options(argv)

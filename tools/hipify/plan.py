@@ -158,7 +158,7 @@ def _current(path: str, fmt: str, key: str) -> bool:
 def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> list[object]:
     """The plan for ``options`` with the target ``hip_version`` (resolved: given or detected), in its three
     sections: what the tree pass needs, the lint's rules (None without the lint), the translator's plan."""
-    from tools.hipify import lint, tree  # noqa: PLC0415
+    from tools.hipify import lint, model, tree  # noqa: PLC0415
 
     key = tree._options_key(options, hip_version)
     tr = tree._translator(*key)
@@ -178,6 +178,9 @@ def build(options: HipifyOptions, hip_version: tuple[int, int] | None) -> list[o
         ],
         "target": [[k, v] for k, v in tr.target.describe().items()],
         "files": file_rules(),
+        # the summary's order of kinds, and the values of the options the fast path reads itself
+        "kinds": list(model.KINDS),
+        "choices": {"launch": list(model.LAUNCH_STYLES), "naming": list(model.NAMING_STYLES)},
     }
     return [info, lint.export_plan() if options.lint else None, tr.export_plan()]
 

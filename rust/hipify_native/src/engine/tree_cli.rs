@@ -27,20 +27,6 @@ pub struct Args {
     pub max_listed: i64,
 }
 
-const LAUNCH_STYLES: &[&str] = &["keep", "hipLaunchKernelGGL"];
-const NAMING_STYLES: &[&str] = &["hipify_torch", "keep"];
-const ENGINES: &[&str] = &["builtin", "hipify_torch"];
-/// model.py's KINDS (report order)
-const KINDS: &[&str] = &[
-    "error",
-    "unsupported",
-    "version",
-    "unmapped",
-    "hazard",
-    "deprecated",
-    "note",
-];
-
 /// Python's `str.isspace()` for one char.
 pub fn py_isspace(c: char) -> bool {
     matches!(c, '\t'..='\r' | '\x1c'..='\x1f' | ' ' | '\u{85}' | '\u{a0}' | '\u{1680}' | '\u{2000}'..='\u{200a}'
@@ -181,9 +167,10 @@ pub fn fast_parse(argv: &[String]) -> Option<Args> {
             "--mappings" => a.mappings = Some(value),
             "-j" | "--jobs" => a.jobs = Some(py_int(&value)?),
             "--max-listed" => a.max_listed = py_int(&value)?,
-            "--launch" if LAUNCH_STYLES.contains(&value.as_str()) => a.launch = value,
-            "--naming" if NAMING_STYLES.contains(&value.as_str()) => a.naming = value,
-            "--engine" if ENGINES.contains(&value.as_str()) => a.engine = value,
+            // (the choices are model.py's, in the plan: checked once it is loaded, see `prepare`)
+            "--launch" => a.launch = value,
+            "--naming" => a.naming = value,
+            "--engine" => a.engine = value,
             _ => return None,
         }
     }
@@ -269,7 +256,7 @@ pub fn prepare(
     let args =
         fast_parse(argv).ok_or_else(|| Early::Fallback("a command line for argparse".into()))?;
     if args.engine != "builtin" {
-        return Err(Early::Fallback("--engine hipify_torch".into()));
+        return Err(Early::Fallback(format!("--engine {}", args.engine)));
     }
     let given = match &args.hip_version {
         Some(text) => Some(
@@ -309,6 +296,10 @@ pub fn prepare(
         !args.no_lint,
     );
     let plan = tree_plan::load_plan(&cache, &key, plan_text).map_err(Early::Fallback)?;
+    let choices = &plan.info.choices;
+    if !choices.launch.contains(&args.launch) || !choices.naming.contains(&args.naming) {
+        return Err(Early::Fallback("a command line for argparse".into())); // (it words the error)
+    }
     let workers = match args.jobs {
         Some(j) => j.clamp(1, 64) as usize,
         // (at least 2: reading and writing files overlap even on one CPU; at most one per file)
@@ -383,7 +374,7 @@ pub fn report(result: &TreeResult, plan: &PlanInfo) -> Vec<u8> {
         (
             "counts".into(),
             Value::Object(
-                counts(result)
+                counts(result, &plan.kinds)
                     .into_iter()
                     .map(|(k, n)| (k, Value::Int(n as i64)))
                     .collect(),
@@ -421,8 +412,8 @@ pub fn report(result: &TreeResult, plan: &PlanInfo) -> Vec<u8> {
 }
 
 /// `HipifyResult.counts()`.
-fn counts(result: &TreeResult) -> Vec<(String, usize)> {
-    let mut out: Vec<(String, usize)> = KINDS.iter().map(|k| ((*k).to_string(), 0)).collect();
+fn counts(result: &TreeResult, kinds: &[String]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = kinds.iter().map(|k| (k.clone(), 0)).collect();
     for f in &result.findings {
         match out.iter_mut().find(|(k, _)| *k == f.row.3) {
             Some(slot) => slot.1 += 1,
@@ -433,12 +424,13 @@ fn counts(result: &TreeResult) -> Vec<(String, usize)> {
 }
 
 /// `HipifyResult.summary()`.
-pub fn summary(result: &TreeResult, hip_version: Option<(u64, u64)>) -> String {
+pub fn summary(result: &TreeResult, plan: &PlanInfo) -> String {
+    let hip_version = plan.hip_version;
     let target = match hip_version {
         Some((a, b)) => format!("{a}.{b}"),
         None => "newest".into(),
     };
-    let listed: Vec<String> = counts(result)
+    let listed: Vec<String> = counts(result, &plan.kinds)
         .into_iter()
         .filter(|(_, n)| *n > 0)
         .map(|(k, n)| format!("{n} {k}"))
@@ -528,10 +520,7 @@ pub fn run<S: Step>(
             ));
         }
     }
-    err.push_str(&format!(
-        "hipify: {}\n",
-        summary(&result, prep.plan.info.hip_version)
-    ));
+    err.push_str(&format!("hipify: {}\n", summary(&result, &prep.plan.info)));
     let mut rc = 0;
     if a.strict && blocking > 0 {
         err.push_str(&format!(

@@ -82,6 +82,17 @@ pub struct PlanInfo {
     pub target: Vec<(String, String)>,
     /// which files are translated, skipped, headers; which includes are the system's
     pub files: super::tree_path::FileRules,
+    /// model.py's KINDS: the order of the summary's and the report's counts
+    pub kinds: Vec<String>,
+    /// model.py's LAUNCH_STYLES and NAMING_STYLES: the values `--launch` and `--naming` take
+    pub choices: Choices,
+}
+
+/// The choices of the options whose values the fast path reads (model.py).
+#[derive(Deserialize)]
+pub struct Choices {
+    pub launch: Vec<String>,
+    pub naming: Vec<String>,
 }
 
 /// A plan file: the tree pass's section parsed, the per-file sections as text (parsed in threads while the
