@@ -5,7 +5,7 @@ use super::json::{self, Value};
 use super::tree::{hipify_tree, Config, Step, TreeError, TreeResult};
 use super::tree_fs::strerror;
 use super::tree_path::{basename, parent, path_cmp, pure_path};
-use super::tree_plan::{self, Plan, PlanInfo};
+use super::tree_plan::{self, Choices, Plan, PlanInfo};
 
 /// cli.py's `_Args`.
 #[derive(Clone, Debug)]
@@ -180,6 +180,12 @@ pub fn fast_parse(argv: &[String]) -> Option<Args> {
     Some(a)
 }
 
+/// Whether the values of `--launch` and `--naming` are among model.py's choices (the plan's): _fast_parse
+/// takes only those, argparse rejects the others.
+fn offered(args: &Args, choices: &Choices) -> bool {
+    choices.launch.contains(&args.launch) && choices.naming.contains(&args.naming)
+}
+
 /// tree.py's `parse_hip_version` where it succeeds on ASCII (None: left to Python, which also words the error).
 pub fn parse_hip_version(text: &str) -> Option<(u64, u64)> {
     let t = py_strip(text);
@@ -296,8 +302,7 @@ pub fn prepare(
         !args.no_lint,
     );
     let plan = tree_plan::load_plan(&cache, &key, plan_text).map_err(Early::Fallback)?;
-    let choices = &plan.info.choices;
-    if !choices.launch.contains(&args.launch) || !choices.naming.contains(&args.naming) {
+    if !offered(&args, &plan.info.choices) {
         return Err(Early::Fallback("a command line for argparse".into())); // (it words the error)
     }
     let workers = match args.jobs {
@@ -554,7 +559,16 @@ mod tests {
         assert!(a.quiet);
         assert!(fast_parse(&v(&["src", "-o", "out", "x"])).is_none());
         assert!(fast_parse(&v(&["src", "-o=out"])).is_none());
-        assert!(fast_parse(&v(&["src", "--launch", "bad", "-o", "o"])).is_none());
+        // an unknown choice is parsed, and refused once the plan's choices are known (`prepare`)
+        let choices = Choices {
+            launch: v(&["keep", "hipLaunchKernelGGL"]),
+            naming: v(&["hipify_torch", "keep"]),
+        };
+        let bad = fast_parse(&v(&["src", "--launch", "bad", "-o", "o"])).unwrap();
+        assert!(!offered(&bad, &choices));
+        let bad = fast_parse(&v(&["src", "--naming", "flat", "-o", "o"])).unwrap();
+        assert!(!offered(&bad, &choices));
+        assert!(offered(&a, &choices));
         assert!(fast_parse(&v(&["src"])).is_none());
         assert_eq!(py_int(" +1_0 "), Some(10));
         assert_eq!(py_int("1__0"), None);
