@@ -15,10 +15,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from build_backend.errors import BuildError, hook
+from build_backend.hooks import hook
+from buildcore.errors import BuildError
 
-# The stages are imported by the hooks that run them, not here: tools/hipify imports one module of this
-# package (toolchain.rocm, where ROCm is looked for) and should not pay for the whole pipeline.
+# The stages are imported by the hooks that run them, not here: get_requires_* and an sdist should not pay
+# for the whole pipeline (see docs/design.md for the layers under this package).
 
 __all__ = [
     "BuildError",
@@ -37,7 +38,7 @@ def get_requires_for_build_wheel(config_settings: Mapping[str, object] | None = 
     builds get it; a bad setting is reported by build_wheel, with the rest of the build's context."""
     from build_backend import variant  # noqa: PLC0415
     from build_backend.pipeline import read_pyproject  # noqa: PLC0415
-    from build_backend.settings import load as load_settings  # noqa: PLC0415
+    from buildcore.settings import load as load_settings  # noqa: PLC0415
 
     try:
         requested = load_settings(config_settings, os.environ, read_pyproject(Path.cwd())).variant

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from build_backend import log
-from build_backend.errors import BuildError
 from build_backend.hipify_stage import BridgeSources
 from build_backend.paths import Layout, check_path
-from build_backend.process import run
-from build_backend.settings import Settings
-from build_backend.toolchain import Toolchain
+from buildcore.errors import BuildError
+from buildcore.process import run
+from buildcore.settings import Settings
+from buildcore.toolchain import Toolchain
 
 CMAKE_PROJECT = Path(__file__).resolve().parent / "cmake"
 GLIBC_GUARD = CMAKE_PROJECT / "glibc_floor.h"  # see the header and toolchain/rocm.py

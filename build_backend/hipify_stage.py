@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_backend import log
-from build_backend.errors import BuildError
-from build_backend.kernels import Kernel, write_registry
 from build_backend.paths import Layout
-from build_backend.settings import Settings
-from build_backend.toolchain import Toolchain
+from buildcore.errors import BuildError
+from buildcore.kernels import Kernel, write_registry
+from buildcore.settings import Settings
+from buildcore.toolchain import Toolchain
 
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".hip")
 

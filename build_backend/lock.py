@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from build_backend import log
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 
 LOCK_NAME = ".monarch-build.lock"
 WAIT_SECONDS = 3600.0

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 
 # What the source and build directories are called inside debug info and panic messages.
 SOURCE_PREFIX = "/monarch-runtime/src"

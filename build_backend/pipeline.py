@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from build_backend import compile as compile_stage
-from build_backend import hipify_stage, kernels, log, repair, rust, settings, toolchain, variant, wheel
-from build_backend.errors import BuildError
+from build_backend import hipify_stage, log, repair, rust, variant, wheel
 from build_backend.lock import build_lock
 from build_backend.paths import Layout, make_layout
-from build_backend.process import private_tmpdir
-from build_backend.toolchain import rocm
+from buildcore import kernels, settings, toolchain
+from buildcore.errors import BuildError
+from buildcore.process import private_tmpdir
+from buildcore.toolchain import rocm
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from build_backend import log
-from build_backend.errors import BuildError
-from build_backend.process import run
-from build_backend.toolchain import Toolchain
+from buildcore.errors import BuildError
+from buildcore.process import run
+from buildcore.toolchain import Toolchain
 
 # Provided at run time by the driver, the system ROCm or another wheel (nvidia-nccl-cu13): never grafted.
 EXCLUDES: dict[str, tuple[str, ...]] = {

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from build_backend import log
-from build_backend.errors import BuildError
 from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout
-from build_backend.process import run
-from build_backend.settings import Settings
-from build_backend.toolchain import Toolchain
+from buildcore.errors import BuildError
+from buildcore.process import run
+from buildcore.settings import Settings
+from buildcore.toolchain import Toolchain
 
 EXTENSION_NAME = "_native"
 

@@ -33,11 +33,11 @@ from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from build_backend import log, wheel
-from build_backend.errors import BuildError
-from build_backend.settings import VARIANT_AUTO, VARIANT_HASH, parse_variant
+from buildcore.errors import BuildError
+from buildcore.settings import VARIANT_AUTO, VARIANT_HASH, parse_variant
 
 if TYPE_CHECKING:
-    from build_backend.toolchain import Toolchain
+    from buildcore.toolchain import Toolchain
 
 VARIANT_FILE = "variant.json"
 REQUIREMENT = "variantlib>=0.2"

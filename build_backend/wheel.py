@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_backend import log
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 
 NAME = "monarch-runtime"
 DIST = "monarch_runtime"

@@ -18,7 +18,7 @@ HEADER = (
     "# `python -m ci generate --check` (run by tests/ci) fails when this file is stale.\n"
 )
 # Sources whose change must invalidate the compiler cache key's exact match (restore-keys still reuse).
-CACHE_INPUTS = ("csrc/**", "rust/**", "build_backend/**", "pyproject.toml", "Cargo.lock")
+CACHE_INPUTS = ("csrc/**", "rust/**", "buildcore/**", "build_backend/**", "tools/**", "pyproject.toml", "Cargo.lock")
 DIST = "dist"
 WHEELHOUSE = "wheelhouse"
 

@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import venv
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLCHAINS = Path(os.environ.get("MONARCH_TOOLCHAINS", Path.home() / ".cache" / "monarch-runtime" / "toolchains"))
@@ -117,3 +118,17 @@ def copy_tree(dest: Path) -> Path:
             (dest / name).write_bytes(src.read_bytes())
             (dest / name).chmod(src.stat().st_mode)
     return dest
+
+
+# The session fixtures that build wheels (directly or through the ones they use): a test that reaches one
+# of them builds a wheel, so it must carry the slow mark (`-m "not slow"` is the quick run).
+WHEEL_FIXTURES = frozenset({"all_builds", "root_builds"})
+
+
+def unmarked_wheel_tests(items: Sequence[Any]) -> list[str]:
+    """The tests that reach a wheel-building fixture without the slow mark."""
+    return [
+        item.nodeid
+        for item in items
+        if WHEEL_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None
+    ]

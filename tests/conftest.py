@@ -19,6 +19,7 @@ from _support import (
     ROOT,
     SOURCE_DATE_EPOCH,
     TOOLCHAINS,
+    WHEEL_FIXTURES,
     BuildOutcome,
     InstalledWheel,
     Toolchains,
@@ -26,6 +27,7 @@ from _support import (
     make_venv,
     pip_wheel,
     temp_env,
+    unmarked_wheel_tests,
 )
 
 
@@ -232,6 +234,17 @@ class FaultTally:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.tried:
             terminalreporter.write_line(f"faults and bad inputs: {self.tried} tried, {self.behaved} behaved as stated")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = unmarked_wheel_tests(items)
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests build a wheel (through "
+            + " or ".join(sorted(WHEEL_FIXTURES))
+            + ") but are not marked slow; add @pytest.mark.slow:\n  "
+            + "\n  ".join(unmarked)
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

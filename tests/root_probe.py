@@ -1,4 +1,4 @@
-"""Run by tests/test_rocm_roots.py with a ROCm root's Python, in a venv holding a monarch-runtime wheel:
+"""Run by tests/build_backend/test_rocm_roots.py with a ROCm root's Python, in a venv holding a monarch-runtime wheel:
 uses the runtime as a user on a GPU-less machine would and prints what happened as one JSON object.
 
 ``--bundled-hip DIR``: first copy the root's libamdhip64.so.N into DIR and dlopen it there by path, as a

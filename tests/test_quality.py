@@ -13,7 +13,7 @@ BIN = Path(sys.executable).parent
 
 def test_mypy_strict() -> None:
     proc = subprocess.run(
-        [str(BIN / "mypy"), "--strict", "build_backend", "tools", "ci"],
+        [str(BIN / "mypy"), "--strict", "buildcore", "build_backend", "tools", "ci"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -24,7 +24,7 @@ def test_mypy_strict() -> None:
 
 def test_ruff() -> None:
     proc = subprocess.run(
-        [str(BIN / "ruff"), "check", "build_backend", "tools", "ci", "tests", "bench"],
+        [str(BIN / "ruff"), "check", "buildcore", "build_backend", "tools", "ci", "tests", "bench"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from tools.errors import ToolError
+from buildcore.errors import UserError
 
 # command name -> (module, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[name][0])
     try:
         return int(module.main(rest))
-    except ToolError as err:
+    except UserError as err:  # a ToolError, or a BuildError from the detection the tools share
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:

@@ -1,5 +1,5 @@
 /* Included first in every host-side compile of the bridge when the build machine's glibc is 2.38 or newer
- * (build_backend/toolchain/rocm.py decides; a Debian sid root is such a machine). glibc 2.38 redirects
+ * (buildcore/toolchain/rocm.py decides; a Debian sid root is such a machine). glibc 2.38 redirects
  * strtol, sscanf & co. to new __isoc23_* symbols for C++ (which defines _GNU_SOURCE) so that they accept C23's
  * 0b binary prefix; any use of them would then need glibc 2.38 on the target and lift the wheel's manylinux
  * floor above RHEL 9 (2.34) and Ubuntu 22.04 (2.35). The bridge never parses 0b numbers, so it keeps the

@@ -32,7 +32,7 @@ def make_wheel(tmp_path: Path) -> WheelFactory:
 
 @pytest.fixture(scope="session")
 def rocm72_wheel(root_builds: dict[str, Any]) -> Path:
-    """The rocm7.2-x86_64 wheel, shared with tests/test_rocm_roots.py: tests/conftest.py's ``root_builds``
+    """The rocm7.2-x86_64 wheel, shared with tests/build_backend/test_rocm_roots.py: tests/conftest.py's ``root_builds``
     builds it once per session inside the ROCm 7.2 root (pip wheel there, ROCM_HOME=/usr, the default archs
     -- the row's). Skips when the roots are not made (fails under MONARCH_TEST_REQUIRE_ROOTS=1, as in CI).
     `python -m ci build` for a root row itself is exercised by test_ci_roots.py (a stand-in for the root)."""

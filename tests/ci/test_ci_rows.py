@@ -4,7 +4,7 @@ The wheels come from the session fixture ``built_wheels`` (tests/conftest.py): e
 once per session and shared, so ``python -m ci run ROW --wheel W`` validates and tests it here without
 rebuilding. The build step itself is covered by test_build_plumbing with a stand-in interpreter. The
 root row rocm7.2-x86_64 runs on the 7.2 wheel the session builds once inside its root (``rocm72_wheel``,
-tests/ci/conftest.py, shared with tests/test_rocm_roots.py): validated here, tested in the root.
+tests/ci/conftest.py, shared with tests/build_backend/test_rocm_roots.py): validated here, tested in the root.
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ def test_root_row_end_to_end(rocm72_wheel: Path) -> None:
 
 
 @x86_only
+@pytest.mark.slow
 def test_root_wheel_against_a_lower_ceiling(rocm72_wheel: Path, tmp_path: Path) -> None:
     """The same real wheel fails validation when the ceiling is put one glibc below what it needs."""
     needed = validate.glibc_needed(list(validate.iter_elves(rocm72_wheel)))

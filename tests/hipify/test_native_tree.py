@@ -34,7 +34,7 @@ from _native_support import load, make_generated, skip_unless_usable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from build_backend.toolchain import rocm
+from buildcore.toolchain import rocm
 from tools.errors import ToolError
 from tools.hipify import cache, cli, insert, plan, tree
 from tools.hipify.model import HipifyOptions

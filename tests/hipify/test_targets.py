@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from build_backend.toolchain.rocm import fallback_roots, hip_version
+from buildcore.toolchain.rocm import fallback_roots, hip_version
 from tools.errors import ToolError
 from tools.hipify import HipifyOptions, hipify_tree
 from tools.hipify.cli import main as hipify_main
@@ -152,7 +152,7 @@ def test_rocm_layouts(tmp_path: Path) -> None:
     _hip_version_h(hdr, 6, 2)
     assert (hip_version(amd), hip_version(deb), hip_version(hdr)) == ((7, 2), (6, 4), (6, 2))
     assert hip_version(tmp_path / "missing") is None
-    # the build's order (build_backend/toolchain/rocm.py): ROCM_HOME, then ROCM_PATH
+    # the build's order (buildcore/toolchain/rocm.py): ROCM_HOME, then ROCM_PATH
     assert detect_hip_version({"ROCM_PATH": str(amd), "ROCM_HOME": str(hdr)}) == (6, 2)
     assert detect_hip_version({"ROCM_PATH": str(amd)}) == (7, 2)
     assert detect_hip_version({"ROCM_HOME": str(deb)}) == (6, 4)

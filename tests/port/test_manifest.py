@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _port_support import DATA
 
-from build_backend.kernels import read_manifest
+from buildcore.kernels import read_manifest
 from tools.errors import ToolError
 from tools.port.manifest import check_manifest, entry_points, register
 

@@ -10,7 +10,7 @@ options that change a translation), as four lines of JSON: a header naming every
 from with its stat signature (this package's code and data, the override file), then the three sections
 (the Rust side parses the last two in threads while it reads the inputs).
 
-A *detect file* beside it holds what target detection needs (build_backend/toolchain/rocm.py's environment
+A *detect file* beside it holds what target detection needs (buildcore/toolchain/rocm.py's environment
 variables, fallback roots and version files), so the Rust side detects the default target as rocm.py does
 without a second copy of that data.
 
@@ -259,7 +259,7 @@ def detect_data(opt: str) -> dict[str, object]:
     """What rocm.installed_version uses, as tree.detect_hip_version calls it (the fallback roots as found now)."""
     from pathlib import Path  # noqa: PLC0415
 
-    from build_backend.toolchain import rocm  # noqa: PLC0415
+    from buildcore.toolchain import rocm  # noqa: PLC0415
 
     return {
         "env": list(rocm.ENV),

@@ -53,8 +53,8 @@ _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
 
 def detect_hip_version(env: Mapping[str, str] | None = None, opt_dir: str = "/opt") -> tuple[int, int] | None:
     """The HIP version of the ROCm the build would find (ROCM_HOME, ROCM_PATH, /opt/rocm, the newest
-    /opt/rocm-X.Y.Z, /usr: build_backend/toolchain/rocm.py, the one list), or None."""
-    from build_backend.toolchain import rocm  # noqa: PLC0415 - only when no target is given (start-up time)
+    /opt/rocm-X.Y.Z, /usr: buildcore/toolchain/rocm.py, the one list), or None."""
+    from buildcore.toolchain import rocm  # noqa: PLC0415 - only when no target is given (start-up time)
 
     return rocm.installed_version(os.environ if env is None else env, Path(opt_dir))
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 from tools.errors import ToolError
 from tools.hipify.tree import parse_hip_version
 from tools.port.engine import PortRequest, PortResult, run_port
@@ -74,7 +74,7 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
 
 def project_hip_version(project: Path, environ: Mapping[str, str]) -> tuple[int, int] | None:
     """The project's hip-version setting (MONARCH_HIP_VERSION, then [tool.monarch-runtime]), as the build reads it."""
-    from build_backend import settings  # noqa: PLC0415
+    from buildcore import settings  # noqa: PLC0415
 
     pyproject: dict[str, object] = {}
     path = project / "pyproject.toml"

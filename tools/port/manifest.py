@@ -1,6 +1,6 @@
 """``port --add``: register a kernel in csrc/manifest.toml so the next wheel includes it.
 
-The manifest format, and what the build does with it, is build_backend/kernels.py. Registering means:
+The manifest format, and what the build does with it, is buildcore/kernels.py. Registering means:
 copy the kernel source (and the headers next to it that it includes) into csrc/kernels/ unless it is
 already under csrc/, refusing to overwrite a different file; check that it defines the entry point
 ``extern "C" cudaError_t ENTRY(void* data, size_t nbytes, cudaStream_t stream)``; append a
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_backend.errors import BuildError
-from build_backend.kernels import MANIFEST, read_manifest
+from buildcore.errors import BuildError
+from buildcore.kernels import MANIFEST, read_manifest
 from tools.errors import ToolError
 from tools.port.sources import resolve_includes
 
@@ -44,7 +44,7 @@ _PARAM_SHAPES = (
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 MANIFEST_HEADER = (
     "# Kernels the runtime can call by name: monarch_runtime.kernels() / launch_kernel(name, data).\n"
-    "# Written by `python -m tools port FILE.cu --add`; the format is documented in build_backend/kernels.py.\n"
+    "# Written by `python -m tools port FILE.cu --add`; the format is documented in buildcore/kernels.py.\n"
 )
 
 

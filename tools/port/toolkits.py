@@ -1,4 +1,4 @@
-"""Find the two compilers the way the build backend does (build_backend.toolchain.detect), per side.
+"""Find the two compilers the way the build backend does (buildcore.toolchain.detect), per side.
 
 A side whose toolkit is missing is not an error: it is skipped, with the backend's own explanation of
 what was probed and how to fix it. CUDA: CUDA_HOME/CUDA_PATH (then /usr/local/cuda), NCCL_HOME. ROCm:
@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_backend.errors import BuildError
-from build_backend.process import tool_env
-from build_backend.settings import Settings
-from build_backend.toolchain import Toolchain, detect
+from buildcore.errors import BuildError
+from buildcore.process import tool_env
+from buildcore.settings import Settings
+from buildcore.toolchain import Toolchain, detect
 
 SIDES = ("cuda", "rocm")
 SIDE_LABEL = {"cuda": "CUDA", "rocm": "ROCm"}

@@ -17,9 +17,9 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from build_backend.errors import BuildError
-from build_backend.settings import Settings
-from build_backend.toolchain.model import CUDA_ENV, Toolchain, collective_header_version, env_path, find_header
+from buildcore.errors import BuildError
+from buildcore.settings import Settings
+from buildcore.toolchain.model import CUDA_ENV, Toolchain, collective_header_version, env_path, find_header
 
 ENV = CUDA_ENV
 FALLBACK_ROOTS = (Path("/usr/local/cuda"),)

@@ -1,4 +1,4 @@
-"""ROCm detection (build_backend/toolchain/rocm.py) on installation trees made here: AMD's layout and
+"""ROCm detection (buildcore/toolchain/rocm.py) on installation trees made here: AMD's layout and
 Debian's, versions from each file that can carry them, the defaults each HIP version gets, and the errors
 when a piece is missing. The compilers are stand-in scripts that accept every target (or reject the ones
 listed in REJECT), so these tests need no ROCm; the real compilers are exercised by test_rocm_roots.py."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from build_backend.errors import BuildError
-from build_backend.settings import Settings
-from build_backend.toolchain import detect, rocm
+from buildcore.errors import BuildError
+from buildcore.settings import Settings
+from buildcore.toolchain import detect, rocm
 
 FAKE_CLANG = """#!/bin/sh
 # stand-in for a HIP clang++: rejects the --offload-arch values named in $REJECT

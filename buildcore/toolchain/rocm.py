@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from build_backend.errors import BuildError
-from build_backend.toolchain.model import Toolchain, collective_header_version, env_path, find_header
+from buildcore.errors import BuildError
+from buildcore.toolchain.model import Toolchain, collective_header_version, env_path, find_header
 
 if TYPE_CHECKING:
-    from build_backend.settings import Settings
+    from buildcore.settings import Settings
 
-# What runs compilers (subprocess, shutil, build_backend.process) is imported where it is used: tools/hipify
+# What runs compilers (subprocess, shutil, buildcore.process) is imported where it is used: tools/hipify
 # imports this module only to read which HIP is installed (installed_version), on its start-up path.
 
 ENV = ("ROCM_HOME", "ROCM_PATH")
@@ -115,7 +115,7 @@ def target_for(version: tuple[int, int]) -> Target:
 
 
 def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
-    from build_backend.process import private_tmpdir  # noqa: PLC0415 - see the imports above
+    from buildcore.process import private_tmpdir  # noqa: PLC0415 - see the imports above
 
     with private_tmpdir() as probe_tmp:  # the compiler probes' TMPDIR, removed after detection
         return _detect(settings, environ, probe_tmp)
@@ -289,7 +289,7 @@ def _accepts_arch(compiler: Path, root: Path, arch: str, probe_tmp: Path) -> boo
     """Whether ``compiler`` can target ``arch``: a device-only syntax check of an empty HIP file."""
     import subprocess  # noqa: PLC0415 - see the imports above
 
-    from build_backend.process import tool_env  # noqa: PLC0415
+    from buildcore.process import tool_env  # noqa: PLC0415
 
     args = [
         os.fspath(compiler),

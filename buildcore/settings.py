@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 
 PLATFORMS = ("auto", "cpu", "cuda", "rocm")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 
 TAIL_LINES = 40
 TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")

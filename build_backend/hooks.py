@@ -1,4 +1,5 @@
-"""The one exception type for a user's mistake or a failed tool, rendered without a traceback."""
+"""The PEP 517 hooks' error rendering: a user's mistake or a failed tool (any ``buildcore.errors.UserError``)
+becomes one paragraph on stderr and exit status 1, never a traceback."""
 
 from __future__ import annotations
 
@@ -8,23 +9,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from build_backend.signals import interruptible
+from buildcore.errors import UserError
+
 T = TypeVar("T")
-
-
-class BuildError(Exception):
-    """A build that cannot go on. ``str()`` is a paragraph saying what was probed and how to fix it."""
 
 
 @contextmanager
 def rendered_errors() -> Iterator[None]:
-    """Turn a BuildError (or a ToolError from tools/) into one message on stderr and exit status 1."""
-    from build_backend.signals import interruptible  # noqa: PLC0415 - avoids an import cycle
-    from tools.errors import ToolError  # noqa: PLC0415 - tools is imported only when a hook runs
-
+    """Turn a UserError (a BuildError, or a ToolError from tools/) into one message on stderr and exit status 1."""
     try:
         with interruptible():
             yield
-    except (BuildError, ToolError) as err:
+    except UserError as err:
         print(f"\nmonarch-runtime: error: {err}\n", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     except OSError as err:  # our own reads and writes: disk full, permissions, a vanished file

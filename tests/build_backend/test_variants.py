@@ -22,9 +22,10 @@ from variantlib.constants import VALIDATION_WHEEL_NAME_REGEX
 from variantlib.variant_dist_info import VariantDistInfo
 
 import build_backend
-from build_backend import settings, variant, wheel
-from build_backend.errors import BuildError
-from build_backend.toolchain import Toolchain
+from build_backend import variant, wheel
+from buildcore import settings
+from buildcore.errors import BuildError
+from buildcore.toolchain import Toolchain
 
 CPU = Toolchain(platform="cpu")
 CUDA = Toolchain(platform="cuda", version=(13, 5), archs=("80", "90"))
@@ -148,9 +149,10 @@ def test_backend_works_without_variantlib(tmp_path: Path) -> None:
 import sys
 sys.modules["variantlib"] = None  # as if not installed
 import build_backend
-from build_backend import settings, variant
-from build_backend.errors import BuildError
-from build_backend.toolchain import Toolchain
+from build_backend import variant
+from buildcore import settings
+from buildcore.errors import BuildError
+from buildcore.toolchain import Toolchain
 assert build_backend.get_requires_for_build_wheel({{}}) == []
 assert settings.load({{"variant": "auto"}}, {{}}, {{}}).variant == "auto"
 assert variant.variant_properties(Toolchain("cuda", version=(13, 5), archs=("90",)))

@@ -2,8 +2,8 @@
 
 Everything that depends on *which* machine builds (paths, versions, the collective library) is decided
 here and nowhere else; later stages only read the :class:`Toolchain` this returns. Each toolkit's
-detection is a module of its own that says where it looks and why: :mod:`build_backend.toolchain.cuda`,
-:mod:`build_backend.toolchain.rocm`.
+detection is a module of its own that says where it looks and why: :mod:`buildcore.toolchain.cuda`,
+:mod:`buildcore.toolchain.rocm`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from build_backend.errors import BuildError
-from build_backend.toolchain import model, rocm
-from build_backend.toolchain.model import Toolchain, env_path
+from buildcore.errors import BuildError
+from buildcore.toolchain import model, rocm
+from buildcore.toolchain.model import Toolchain, env_path
 
 if TYPE_CHECKING:
-    from build_backend.settings import Settings
+    from buildcore.settings import Settings
 
 __all__ = ["Toolchain", "choose_platform", "detect"]
 
@@ -31,7 +31,7 @@ def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
             )
         return Toolchain(platform="cpu")
     if platform == "cuda":
-        from build_backend.toolchain import cuda  # noqa: PLC0415 - nvcc's probes: only for CUDA builds
+        from buildcore.toolchain import cuda  # noqa: PLC0415 - nvcc's probes: only for CUDA builds
 
         return cuda.detect(settings, environ)
     return rocm.detect(settings, environ)

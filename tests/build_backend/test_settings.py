@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from build_backend.errors import BuildError
-from build_backend.settings import KEYS, load
+from buildcore.errors import BuildError
+from buildcore.settings import KEYS, load
 
 
 def test_defaults() -> None:

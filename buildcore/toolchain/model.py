@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from build_backend.errors import BuildError
+from buildcore.errors import BuildError
 
 # The variables that select a toolkit (ROCm's are in rocm.py); choose_platform reads both.
 CUDA_ENV = ("CUDA_HOME", "CUDA_PATH")
