@@ -265,7 +265,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
             leaves, spec = self._donor_leaves(state_dict, dev)
             flat = {leaf.name: (leaf.wire if leaf.tensor else leaf.value) for leaf in leaves}
             skeleton = {"treespec": pytree.treespec_dumps(spec), "leaves": [leaf.describe() for leaf in leaves]}
-        except Exception as err:  # noqa: BLE001 - told to every receiver, then raised
+        except Exception as err:
             refusal = err
         errors: list[BaseException] = []
         reports: list[dict[str, Any]] = []
@@ -539,7 +539,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
             report.pop("state", None)
             with self._lock:
                 reports.append(report)
-        except BaseException as err:  # noqa: BLE001 - handed to send_checkpoint's caller
+        except BaseException as err:
             with self._lock:
                 errors.append(err)
 
