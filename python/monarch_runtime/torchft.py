@@ -39,9 +39,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
-import torch
-from torch.utils import _pytree as pytree
-from torchft.checkpointing.transport import CheckpointTransport
+try:
+    import torch
+    from torch.utils import _pytree as pytree
+    from torchft.checkpointing.transport import CheckpointTransport
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"monarch_runtime.torchft needs torch and torchft ({err}): pip install 'monarch-runtime[torchft]'"
+    ) from err
 
 import monarch_runtime as m
 from monarch_runtime import _state

@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -89,6 +90,14 @@ def replica() -> None:
     def full_state() -> dict[str, Any]:
         return {"user": {"default": user_state()}}
 
+    # A restarted incarnation is started ahead (imports done, state made from the seed) and waits here
+    # until the orchestrator says its predecessor is dead: restarts then cost a Manager's start, not an
+    # interpreter's.
+    go = Path(cfg["go"])
+    while not go.exists():
+        if os.getppid() != cfg["orchestrator"]:
+            return  # the orchestrator is gone
+        time.sleep(0.01)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     pg = ProcessGroupGloo(timeout=timedelta(seconds=15))
     fault = cfg.get("donor_fault")
@@ -175,7 +184,12 @@ def replica() -> None:
             err = manager.errored()
             log("no_commit", step=step, error=(repr(err.original_exception) if err else None))
     manager.shutdown(wait=True)
-    log("done", step=manager.current_step(), digests=digests(full_state()))
+    log(
+        "done",
+        step=manager.current_step(),
+        digests=digests(full_state()),
+        py_threads=sorted(t.name for t in threading.enumerate()),
+    )
     log_file.close()
 
 
@@ -329,12 +343,13 @@ def run(plan: dict[str, Any], out: Path) -> None:
     address = "http://127.0.0.1:" + lighthouse.address().rsplit(":", 1)[1]
     incarnations = {r: list(plan["replicas"][str(r)]) for r in (0, 1)}
     running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
+    spares: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
     started = {0: 0, 1: 0}
     exits: list[dict[str, Any]] = []
     token = os.urandom(8).hex()
     env_base = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "PYTHONUNBUFFERED": "1", "MR_JOB": token}
 
-    def spawn(r: int) -> None:
+    def spawn(r: int) -> tuple[subprocess.Popen[bytes], int]:
         orders = incarnations[r].pop(0)
         n = started[r]
         started[r] += 1
@@ -346,6 +361,8 @@ def run(plan: dict[str, Any], out: Path) -> None:
             "transport": plan["transport"],
             "lighthouse": address,
             "log": str(out / f"replica{r}.jsonl"),
+            "go": str(out / f"go-{r}-{n}"),
+            "orchestrator": os.getpid(),
             **orders,
         }
         err = open(out / f"replica{r}.{n}.stderr", "wb")
@@ -356,13 +373,22 @@ def run(plan: dict[str, Any], out: Path) -> None:
             stderr=subprocess.STDOUT,
         )
         err.close()
+        return proc, n
+
+    def start(r: int) -> None:
+        """The next incarnation of replica ``r`` goes (the spare, else a new one), and the one after it is
+        started ahead as the spare."""
+        proc, n = spares.pop(r) if r in spares else spawn(r)
+        (out / f"go-{r}-{n}").touch()
         running[r] = (proc, n)
+        if incarnations[r]:
+            spares[r] = spawn(r)
 
     deadline = time.monotonic() + plan.get("deadline_s", 240)
     failure = None
     try:
         for r in (0, 1):
-            spawn(r)
+            start(r)
         while running:
             if time.monotonic() > deadline:
                 failure = f"the job did not finish within {plan.get('deadline_s', 240)} s"
@@ -375,8 +401,8 @@ def run(plan: dict[str, Any], out: Path) -> None:
                     continue
                 del running[r]
                 exits.append({"replica": r, "incarnation": n, "code": code})
-                if code == -signal.SIGKILL and incarnations[r]:
-                    spawn(r)
+                if code == -signal.SIGKILL and r in spares:
+                    start(r)
                 elif code not in (0, -signal.SIGKILL):
                     tail = (out / f"replica{r}.{n}.stderr").read_text(errors="replace")[-3000:]
                     failure = f"replica {r} incarnation {n} exited with {code}:\n{tail}"
@@ -384,10 +410,15 @@ def run(plan: dict[str, Any], out: Path) -> None:
                 break
             time.sleep(0.05)
     finally:
-        for r, (proc, n) in running.items():
+        for proc, _ in spares.values():
             proc.kill()
             proc.wait()
-            exits.append({"replica": r, "incarnation": n, "code": "killed by the orchestrator"})
+        for r, (proc, n) in running.items():
+            code = proc.poll()
+            if code is None:
+                proc.kill()
+                proc.wait()
+            exits.append({"replica": r, "incarnation": n, "code": "killed by the orchestrator" if code is None else code})
         lighthouse.shutdown()
     events = []
     for r in (0, 1):
