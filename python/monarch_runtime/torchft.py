@@ -42,7 +42,7 @@ from typing import Any, TypeVar, cast
 try:
     import torch
     from torch.utils import _pytree as pytree
-    from torchft.checkpointing.transport import CheckpointTransport
+    from torchft.checkpointing.transport import CheckpointTransport  # type: ignore[import-untyped]
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"monarch_runtime.torchft needs torch and torchft ({err}): pip install 'monarch-runtime[torchft]'"
@@ -296,7 +296,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
                     raise m.TransferAborted(
                         f"PeerTransport: the listener closed while serving step {step}: {err}"
                     ) from None
-                outcome = self._greet(conn, listener.token, step, skeleton, deadline, refusal)
+                outcome = self._greet(conn, listener.token, step, skeleton, deadline, refusal=refusal)
                 if outcome is None:
                     continue  # not a receiver of this quorum
                 handled += 1
@@ -474,7 +474,9 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
             error = StepMismatch if reply.get("kind") == "step" else m.TransferError
             raise error(f"PeerTransport: the donor, {donor}, refused: {reply.get('error')}")
         if int(reply["step"]) != step:
-            raise StepMismatch(f"PeerTransport: the donor, {donor}, sends step {reply['step']}, this replica expects {step}")
+            raise StepMismatch(
+                f"PeerTransport: the donor, {donor}, sends step {reply['step']}, this replica expects {step}"
+            )
         return reply
 
     def _greet(
@@ -484,6 +486,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         step: int,
         skeleton: Mapping[str, Any],
         deadline: float,
+        *,
         refusal: BaseException | None,
     ) -> bytes | BaseException | None:
         """Reads one receiver's hello and answers it. Returns its communicator id (go ahead), an error
@@ -508,7 +511,8 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
                 if refusal is not None:
                     message = f"the donor cannot send its state: {type(refusal).__name__}: {refusal}"
                     _send_message(conn, {**answer, "kind": type(refusal).__name__, "error": message})
-                    return m.TransferError(f"PeerTransport: {message}")
+                    refused: BaseException = m.TransferError(f"PeerTransport: {message}")
+                    return refused
                 uid = bytes.fromhex(str(hello["uid"]))
                 reply = {**answer, "ok": True, "skeleton": skeleton, "staging_bytes": self._staging_bytes}
                 _send_message(conn, reply)
@@ -560,6 +564,8 @@ def _plain(tensor: torch.Tensor, name: str) -> torch.Tensor:
 
 def _direct(tensor: torch.Tensor, dev: torch.device) -> bool:
     """Whether transfer_state can use the tensor's own memory (else it goes through a copy)."""
-    return tensor.is_contiguous() and tensor.device.type == dev.type and (
-        dev.type == "cpu" or tensor.device.index == dev.index
+    return (
+        tensor.is_contiguous()
+        and tensor.device.type == dev.type
+        and (dev.type == "cpu" or tensor.device.index == dev.index)
     )

@@ -258,7 +258,10 @@ class FaultyPG:
         fault = self._fault
         if fault is not None and tag >= 3:  # tags 1, 2: PGTransport's metadata; 3 + i: tensor i
             index = tag - 3
-            if fault["kind"] == "corrupt" and tensors[0].untyped_storage().data_ptr() == self._target.untyped_storage().data_ptr():
+            if (
+                fault["kind"] == "corrupt"
+                and tensors[0].untyped_storage().data_ptr() == self._target.untyped_storage().data_ptr()
+            ):
                 copy = tensors[0].clone()
                 copy.view(torch.uint8)[TARGET_BYTE] ^= BIT
                 tensors = [copy]
@@ -418,7 +421,9 @@ def run(plan: dict[str, Any], out: Path) -> None:
             if code is None:
                 proc.kill()
                 proc.wait()
-            exits.append({"replica": r, "incarnation": n, "code": "killed by the orchestrator" if code is None else code})
+            exits.append(
+                {"replica": r, "incarnation": n, "code": "killed by the orchestrator" if code is None else code}
+            )
         lighthouse.shutdown()
     events = []
     for r in (0, 1):

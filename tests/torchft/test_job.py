@@ -97,7 +97,9 @@ def same_trajectory(result: dict[str, Any], reference: dict[str, Any], steps: in
 def reference(torchft_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The fault-free run of the seed (ROUNDS_STEPS steps): what every faulty run must reproduce."""
     out = tmp_path_factory.mktemp("reference") / "job"
-    result = run_job(torchft_python, out, {"steps": ROUNDS_STEPS, "transport": "peer", "replicas": {"0": [{}], "1": [{}]}})
+    result = run_job(
+        torchft_python, out, {"steps": ROUNDS_STEPS, "transport": "peer", "replicas": {"0": [{}], "1": [{}]}}
+    )
     assert not heals(result, 0) and not heals(result, 1)
     # The replicas move together: identical states after every step (their losses are their own batches').
     for step, commit in commits(result, 0).items():
@@ -106,7 +108,9 @@ def reference(torchft_python: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.mark.fault
-def test_sigkill_then_heal_through_peer_transport(torchft_python: Path, reference: dict[str, Any], tmp_path: Path) -> None:
+def test_sigkill_then_heal_through_peer_transport(
+    torchft_python: Path, reference: dict[str, Any], tmp_path: Path
+) -> None:
     plan = {"steps": STEPS, "transport": "peer", "replicas": {"0": [{}], "1": [{"kill_at": KILL_STEP}, {}]}}
     result = run_job(torchft_python, tmp_path / "job", plan)
     assert [e["code"] for e in result["exits"] if e["replica"] == 1] == [-signal.SIGKILL, 0]

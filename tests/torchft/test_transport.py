@@ -71,5 +71,7 @@ def test_the_torchft_extra(built_wheels: dict[str, Path], torchft_site: Path, tm
     proc = pip_install(seeing, f"{wheel}[torchft]")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Without torch, monarch_runtime.torchft says what to install.
-    out = subprocess.run([str(bare), "-c", "import monarch_runtime.torchft"], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [str(bare), "-c", "import monarch_runtime.torchft"], capture_output=True, text=True, check=False
+    )
     assert out.returncode != 0 and "pip install 'monarch-runtime[torchft]'" in out.stderr

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import torch
-
 import monarch_runtime as m
+import torch
 from monarch_runtime.torchft import PeerTransport, StepMismatch
 
 T = timedelta(seconds=20)
@@ -85,7 +84,7 @@ def several_receivers_in_place_and_allocated() -> None:
         thread.join()
     want = snapshot(donor_net, donor_opt)
     assert len(donor.reports) == 3 and all(r["role"] == "donor" and r["chunks"] > 10 for r in donor.reports)
-    for i, ((thread, box), (net, opt)) in enumerate(zip(jobs, nets)):
+    for i, ((_, box), (net, opt)) in enumerate(zip(jobs, nets)):
         assert "error" not in box, box.get("error")
         got = box["value"]
         assert got["torchft"] == {"step": 5}
@@ -270,15 +269,18 @@ def bad_metadata_is_named() -> None:
             assert "replica 3" in str(err) and "PeerTransport" in str(err), err
 
 
-CASES = {f.__name__: f for f in (
-    several_receivers_in_place_and_allocated,
-    step_mismatch_named_on_both_sides,
-    mismatched_shape_named_on_both_sides,
-    timeouts_are_honoured,
-    disallow_stops_later_sends,
-    shutdown_leaves_nothing,
-    bad_metadata_is_named,
-)}
+CASES = {
+    f.__name__: f
+    for f in (
+        several_receivers_in_place_and_allocated,
+        step_mismatch_named_on_both_sides,
+        mismatched_shape_named_on_both_sides,
+        timeouts_are_honoured,
+        disallow_stops_later_sends,
+        shutdown_leaves_nothing,
+        bad_metadata_is_named,
+    )
+}
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
