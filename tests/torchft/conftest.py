@@ -8,23 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _support import TOOLCHAINS, make_venv
 
-TORCHFT_VENV = TOOLCHAINS / "torchft-venv"
-
-
-def purelib(python: Path) -> Path:
-    out = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
+from _torchft_support import TORCHFT_VENV, pip_install, purelib, venv_seeing
 
 
 @pytest.fixture(scope="session")
@@ -46,26 +34,10 @@ def torchft_site() -> Path:
     return purelib(python)
 
 
-def venv_seeing(base: Path, site: Path | None) -> Path:
-    """A fresh venv (no pip) whose site-packages also sees ``site`` (a .pth file), when given."""
-    python = make_venv(base)
-    if site is not None:
-        (purelib(python) / "torchft-venv.pth").write_text(f"{site}\n", encoding="utf-8")
-    return python
-
-
-def pip_install(python: Path, *requirements: str) -> subprocess.CompletedProcess[str]:
-    """pip of the test venv installs into ``python``'s venv, offline (the wheel file; torch must be there)."""
-    return subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--quiet", *requirements],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="session")
-def torchft_python(built_wheels: dict[str, Path], torchft_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def torchft_python(
+    built_wheels: dict[str, Path], torchft_site: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The job venv's python: the CPU wheel with its [torchft] extra satisfied by the toolchain's torch."""
     python = venv_seeing(tmp_path_factory.mktemp("torchft-job") / "venv", torchft_site)
     proc = pip_install(python, f"{built_wheels['cpu']}[torchft]")

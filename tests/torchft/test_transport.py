@@ -14,7 +14,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from conftest import pip_install, venv_seeing
+from _torchft_support import pip_install, venv_seeing
 
 pytestmark = pytest.mark.slow
 
