@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from _torchft_support import TORCHFT_VENV, pip_install, purelib, venv_seeing
 
 
@@ -35,9 +34,7 @@ def torchft_site() -> Path:
 
 
 @pytest.fixture(scope="session")
-def torchft_python(
-    built_wheels: dict[str, Path], torchft_site: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def torchft_python(built_wheels: dict[str, Path], torchft_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The job venv's python: the CPU wheel with its [torchft] extra satisfied by the toolchain's torch."""
     python = venv_seeing(tmp_path_factory.mktemp("torchft-job") / "venv", torchft_site)
     proc = pip_install(python, f"{built_wheels['cpu']}[torchft]")
