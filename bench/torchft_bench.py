@@ -10,7 +10,7 @@ GPU builds) and checks every tensor's checksum, the names, dtypes, shapes and th
 Each heal is verified after it is timed (the receiver's tensors equal the donor's). It prints heal
 seconds, GB/s and the ratio ``PeerTransport throughput / PGTransport throughput`` (goal: >= 0.8).
 
-    python bench/torchft_bench.py [--mib 64,256,1024] [--repeat 3] [--device cpu|cuda] [--json]
+    python bench/torchft_bench.py [--mib 64,256,1024] [--repeat 3] [--device cpu|cuda] [--shadow auto|device|host] [--json]
 
 Needs torch and torchft (``pip install monarch-runtime[torchft]``).
 """
@@ -38,7 +38,7 @@ def make_state(mib: int, seed: int, device: str) -> dict[str, Any]:
     return {"user": {"default": {f"layer{i}.weight": torch.rand(n, generator=gen).to(device) for i in range(TENSORS)}}}
 
 
-def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str) -> None:
+def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, shadow: str) -> None:
     import torch  # noqa: PLC0415
     from monarch_runtime.torchft import PeerTransport  # noqa: PLC0415
     from torch.distributed import TCPStore  # noqa: PLC0415
@@ -65,7 +65,7 @@ def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str) -> 
         tensors = list(state["user"]["default"].values())
         transports = {
             "PGTransport": PGTransport(pg, timeout=TIMEOUT, device=torch.device(device), state_dict=lambda s=state: s),
-            "PeerTransport": PeerTransport(TIMEOUT, state_dict=lambda s=state: s),
+            "PeerTransport": PeerTransport(TIMEOUT, state_dict=lambda s=state: s, shadow=shadow),
         }
         for trial in range(repeat + 1):
             for name, transport in transports.items():
@@ -111,13 +111,14 @@ def main() -> None:
     parser.add_argument("--mib", default="64,256,1024", help="state sizes in MiB, comma separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--shadow", default="auto", choices=["auto", "device", "host"], help="PeerTransport's shadow")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(x) for x in args.mib.split(",")]
     if args.worker is not None:
-        worker(args.worker, args.port, sizes, args.repeat, args.device)
+        worker(args.worker, args.port, sizes, args.repeat, args.device, args.shadow)
         return
     import monarch_runtime as m  # noqa: PLC0415
     from torch.distributed import TCPStore  # noqa: PLC0415
@@ -139,6 +140,8 @@ def main() -> None:
                 str(args.repeat),
                 "--device",
                 args.device,
+                "--shadow",
+                args.shadow,
             ],
             stdout=subprocess.PIPE,
             text=True,
