@@ -2,7 +2,8 @@
 
 Two processes (a donor and a recovering receiver) hold states of the same structure (8 float32 tensors;
 64 MiB, 256 MiB, 1 GiB in all); for each size the receiver heals from the donor through each transport in
-turn, both receiving in place into its own tensors (``state_dict=``), and the time from the receiver's
+turn, both receiving in place into its own tensors (``state_dict=``; ``--receive allocate``: both into
+tensors they allocate, as without ``state_dict=``), and the time from the receiver's
 ``recv_checkpoint`` call to its return is measured (best of ``--repeat`` after a warm-up; interleaved).
 ``PGTransport`` runs over torchft's ``ProcessGroupGloo`` (loopback here; give it a ``ProcessGroupNCCL``
 on GPUs with ``--device cuda``); ``PeerTransport`` over the CPU build's process communicator (NCCL/RCCL on
@@ -10,7 +11,8 @@ GPU builds) and checks every tensor's checksum, the names, dtypes, shapes and th
 Each heal is verified after it is timed (the receiver's tensors equal the donor's). It prints heal
 seconds, GB/s and the ratio ``PeerTransport throughput / PGTransport throughput`` (goal: >= 0.8).
 
-    python bench/torchft_bench.py [--mib 64,256,1024] [--repeat 3] [--device cpu|cuda] [--shadow auto|device|host] [--json]
+    python bench/torchft_bench.py [--mib 64,256,1024] [--repeat 3] [--device cpu|cuda] [--receive inplace|allocate]
+                                  [--shadow auto|device|host|none] [--json]
 
 Needs torch and torchft (``pip install monarch-runtime[torchft]``).
 """
@@ -38,7 +40,7 @@ def make_state(mib: int, seed: int, device: str) -> dict[str, Any]:
     return {"user": {"default": {f"layer{i}.weight": torch.rand(n, generator=gen).to(device) for i in range(TENSORS)}}}
 
 
-def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, shadow: str) -> None:
+def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, shadow: str, receive: str) -> None:
     import torch  # noqa: PLC0415
     from monarch_runtime.torchft import PeerTransport  # noqa: PLC0415
     from torch.distributed import TCPStore  # noqa: PLC0415
@@ -63,9 +65,10 @@ def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, sha
     for mib in sizes:
         state = make_state(mib, 1 if rank == 0 else 2, device)
         tensors = list(state["user"]["default"].values())
+        own = (lambda s=state: s) if receive == "inplace" else None
         transports = {
-            "PGTransport": PGTransport(pg, timeout=TIMEOUT, device=torch.device(device), state_dict=lambda s=state: s),
-            "PeerTransport": PeerTransport(TIMEOUT, state_dict=lambda s=state: s, shadow=shadow),
+            "PGTransport": PGTransport(pg, timeout=TIMEOUT, device=torch.device(device), state_dict=own),
+            "PeerTransport": PeerTransport(TIMEOUT, state_dict=own, shadow=shadow),
         }
         for trial in range(repeat + 1):
             for name, transport in transports.items():
@@ -77,18 +80,21 @@ def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, sha
                 if rank == 0:
                     store.set(key, meta)
                 barrier()
+                got: Any = None
                 start = time.perf_counter()
                 if rank == 0:
                     transport.send_checkpoint([1], 1, state, TIMEOUT)
                 else:
-                    transport.recv_checkpoint(0, store.get(key).decode(), 1, TIMEOUT)
+                    got = transport.recv_checkpoint(0, store.get(key).decode(), 1, TIMEOUT)
                 seconds = time.perf_counter() - start
                 transport.disallow_checkpoint()
                 barrier()
                 if rank == 1:
                     # Verified after the clock: the receiver now holds the donor's state, bit for bit.
                     want = make_state(mib, 1, device)["user"]["default"]
-                    assert all(torch.equal(a, b) for a, b in zip(tensors, want.values())), f"{name}: wrong state"
+                    have = tensors if own else list(got["user"]["default"].values())
+                    assert all(torch.equal(a, b) for a, b in zip(have, want.values())), f"{name}: wrong state"
+                    del have
                     if trial:
                         inner = transport.reports[0]["seconds"] if name == "PeerTransport" else None
                         results.append(
@@ -111,14 +117,22 @@ def main() -> None:
     parser.add_argument("--mib", default="64,256,1024", help="state sizes in MiB, comma separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--shadow", default="auto", choices=["auto", "device", "host"], help="PeerTransport's shadow")
+    parser.add_argument(
+        "--shadow", default="auto", choices=["auto", "device", "host", "none"], help="PeerTransport's shadow"
+    )
+    parser.add_argument(
+        "--receive",
+        default="inplace",
+        choices=["inplace", "allocate"],
+        help="into the receiver's own tensors (state_dict=), or into tensors the transports allocate",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(x) for x in args.mib.split(",")]
     if args.worker is not None:
-        worker(args.worker, args.port, sizes, args.repeat, args.device, args.shadow)
+        worker(args.worker, args.port, sizes, args.repeat, args.device, args.shadow, args.receive)
         return
     import monarch_runtime as m  # noqa: PLC0415
     from torch.distributed import TCPStore  # noqa: PLC0415
@@ -142,6 +156,8 @@ def main() -> None:
                 args.device,
                 "--shadow",
                 args.shadow,
+                "--receive",
+                args.receive,
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -175,7 +191,8 @@ def main() -> None:
         print(json.dumps({"platform": m.PLATFORM, "device": args.device, "load": os.getloadavg(), "sizes": table}))
         return
     print(
-        f"monarch_runtime {m.PLATFORM} build, device {args.device}, best of {args.repeat}; load {os.getloadavg()[0]:.1f}"
+        f"monarch_runtime {m.PLATFORM} build, device {args.device}, receive {args.receive}, shadow {args.shadow}, "
+        f"best of {args.repeat}; load {os.getloadavg()[0]:.1f}"
     )
     print(f"{'state':>9} | {'PGTransport':>20} | {'PeerTransport':>20} | of which transfer_state | Peer/PG throughput")
     for row in table:

@@ -86,6 +86,8 @@ class _Leaf:
     value: Any
     wire: Any = None
     target: Any = None
+    #: ``wire`` is the transport's own (a fresh allocation or a staging copy), no one else's state.
+    scratch: bool = False
 
     @property
     def tensor(self) -> bool:
@@ -333,6 +335,10 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         local = self._local_leaves(dev)
         leaves = [self._receiver_leaf(entry, local, dev) for entry in reply["skeleton"]["leaves"]]
         flat = {leaf.name: (leaf.wire if leaf.tensor else None) for leaf in leaves}
+        # When every tensor arrives in memory of the transport's own (nothing received in place), that
+        # memory is the shadow: transfer_state needs no second one (a failure drops it all).
+        scratch_only = all(leaf.scratch for leaf in leaves if leaf.tensor)
+        shadow = "none" if self._shadow == "auto" and scratch_only else self._shadow
         self._synchronize(dev)
         comm = m.Communicator(uid, 2, 1, comm_device)
         try:
@@ -345,7 +351,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
                 staging_bytes=int(reply["staging_bytes"]),
                 progress=self._progress,
                 timeout=_left(deadline, f"receiving step {step} from replica {src_rank}"),
-                shadow=self._shadow,
+                shadow=shadow,
             )
         finally:
             self._untrack(comm)
@@ -435,11 +441,11 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         own = local.get(name)
         if own is None:
             fresh = torch.empty(shape, dtype=dtype, device=dev)
-            return _Leaf(name, None, fresh, fresh)
+            return _Leaf(name, None, fresh, fresh, scratch=True)
         own = _plain(own, name).detach()
         if _direct(own, dev):
             return _Leaf(name, None, own, own)
-        return _Leaf(name, None, torch.empty(own.shape, dtype=own.dtype, device=dev), own)
+        return _Leaf(name, None, torch.empty(own.shape, dtype=own.dtype, device=dev), own, scratch=True)
 
     def _parse_metadata(self, metadata: str, src_rank: int) -> dict[str, Any]:
         try:

@@ -84,6 +84,8 @@ def several_receivers_in_place_and_allocated() -> None:
         thread.join()
     want = snapshot(donor_net, donor_opt)
     assert len(donor.reports) == 3 and all(r["role"] == "donor" and r["chunks"] > 10 for r in donor.reports)
+    # In place: a shadow until every tensor matched; allocating: the fresh tensors are the shadow.
+    assert [r.reports[0]["shadow"] for r in receivers] == ["device", "device", "none"]
     for i, ((_, box), (net, opt)) in enumerate(zip(jobs, nets)):
         assert "error" not in box, box.get("error")
         got = box["value"]
