@@ -413,11 +413,59 @@ def test_uv_installs_the_null_variant(built_wheels: dict[str, Path], tmp_path: P
     assert "+" not in result.name
 
 
+@pytest.mark.slow
+def test_uv_chooses_the_cuda_variant_with_its_builtin_nvidia_provider(
+    built_wheels: dict[str, Path], tmp_path: Path, variant_env: None
+) -> None:
+    """A release directory as an index serves it (the variant wheels plus the variants.json that
+    `variantlib generate-index-json` writes for them): uv's wheel-variants preview has its own NVIDIA provider
+    for nvidia_variant_provider.plugin:NvidiaVariantPlugin (PyPI has only a placeholder of the package), so it
+    needs nothing installed; forced to a driver and a GPU, it picks cu13 where both suffice, else null."""
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is in ci/requirements-test.txt"
+    index = tmp_path / "index"
+    index.mkdir()
+    for flavour in FLAVOURS:
+        plain = tmp_path / built_wheels[flavour].name
+        shutil.copyfile(built_wheels[flavour], plain)
+        variant.make_variant_wheel(plain, _toolchain_of(plain), "auto", index)
+    generate = [str(Path(sys.executable).parent / "variantlib"), "generate-index-json", "-d", str(index)]
+    subprocess.run(generate, check=True, capture_output=True)
+    version = next(index.glob("*-null.whl")).name.split("-")[1]
+    merged = VariantsJson(json.loads((index / f"{wheel.DIST}-{version}-variants.json").read_text()))
+    assert sorted(merged.variants) == ["cu13", "null", "rocm5.2"]
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True)
+
+    def chosen(driver: str, sm: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NV_VARIANT_PROVIDER_", "ROCM_BOOTSTRAP_"))}
+        env |= {"NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": driver, "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": sm}
+        install = [uv, "pip", "install", "--offline", "--no-index", "--find-links", str(index), "--no-deps"]
+        install += ["--reinstall", "--preview-features", "wheel-variants", "-p", str(venv / "bin" / "python")]
+        proc = subprocess.run(
+            [*install, "monarch-runtime"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (info,) = venv.glob(f"lib/python*/site-packages/{wheel.PACKAGE}/build_info.json")
+        label: str = json.loads(info.read_text())["variant"]["label"]
+        return label
+
+    assert chosen("13.5", "9.0") == "cu13"  # an H100 with a CUDA 13.5 driver
+    assert chosen("13.6", "8.0") == "cu13"  # an A100, newer driver
+    assert chosen("13.0", "9.0") == "null"  # the driver is older than the toolkit built with
+    assert chosen("13.5", "7.5") == "null"  # a T4: no sm_75 code in the wheel
+
+
 # --- validate_variant: the CUDA properties against the NVIDIA provider's value sets ---------------------
 
-# A stand-in for nvidia-variant-provider 0.0.2 (not on PyPI; a placeholder is): the same module path, plugin
-# class and value sets as its get_all_configs(), so variantlib's validate_variant() loads it through the
-# provider entry of variant.json exactly as an installer would load the real one.
+# A stand-in for nvidia-variant-provider 0.0.2, which cannot be installed from PyPI (PyPI has only the placeholder
+# 0.0.0a0, with no plugin module): the same module path, plugin class and value sets as its get_all_configs(),
+# so variantlib loads it through the provider entry of variant.json as it would load the real one. It checks
+# that the CUDA properties are values of those lists; it is not NVIDIA's detection (it supports nothing).
 _NVIDIA_STAND_IN = """
 from dataclasses import dataclass
 
