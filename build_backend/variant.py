@@ -131,10 +131,11 @@ def gfx_arch_values(archs: Sequence[str]) -> list[str]:
             "arch it lists (gfx90a, gfx942, gfx950, ...), or build a plain wheel."
         )
     if unknown:
+        them = "it" if len(unknown) == 1 else "them"
         log.info(
             f"variant: {', '.join(unknown)} left out of the variant's gfx_arch values: AMD's provider plugin "
-            f"({_amd_provider_version()}) does not know {'it' if len(unknown) == 1 else 'them'}, so no installer "
-            "would select on it; the wheel still carries its code objects"
+            f"({_amd_provider_version()}) does not know {them}, so no installer would select on {them}; the "
+            "wheel still carries the code objects"
         )
     return known
 
