@@ -138,7 +138,7 @@ def native_archs(environ: Mapping[str, str], origin: str) -> tuple[str, ...]:
     if smi is None:
         raise BuildError(
             f"archs=native (from {origin}) builds for this machine's GPUs, which are read with nvidia-smi "
-            f"--query-gpu=compute_cap, and nvidia-smi is not on PATH ({search}): no NVIDIA driver is installed. {fix}"
+            f"--query-gpu=compute_cap, and nvidia-smi (part of the NVIDIA driver) is not on PATH ({search}). {fix}"
         )
     argv = [smi, "--query-gpu=compute_cap", "--format=csv,noheader"]
     try:

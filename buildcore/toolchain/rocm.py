@@ -93,6 +93,9 @@ CUDA_MARKERS = ("bin/nvcc", "include/cuda_runtime_api.h")
 # Tools of a ROCm installation that list this machine's GPUs (`-C archs=native`), beside its clang or in its
 # bin/; they print nothing without a GPU. rocm-bootstrap's detection is tried first (see native_archs).
 ARCH_TOOLS = ("amdgpu-arch", "offload-arch")
+# rocm-bootstrap's API (detect_gfx_targets: one GfxTarget per GPU model), asked in a process of its own so
+# that it reads the build's environment, as the tools above do.
+ROCM_BOOTSTRAP_PROBE = "from rocm_bootstrap import detect_gfx_targets\nfor t in detect_gfx_targets(): print(t.name)"
 # Inside a compiler's clang resource directory (<llvm>/lib/clang/N): AMD puts the bitcode under lib/.
 RESOURCE_BITCODE = ("lib/amdgcn/bitcode", "amdgcn/bitcode")
 
@@ -362,21 +365,27 @@ def native_archs(
     import shutil  # noqa: PLC0415 - see the imports above
     import sys  # noqa: PLC0415
 
-    probes: list[tuple[str, list[str]]] = []
+    # (what, argv to ask it) in order; argv None: why it cannot be asked
+    probes: list[tuple[str, list[str] | None]] = []
+    cli = shutil.which("rocm-bootstrap-detect", path=environ.get("PATH", os.defpath))
     if importlib.util.find_spec("rocm_bootstrap") is not None:
-        probes.append(("rocm-bootstrap", [sys.executable, "-m", "rocm_bootstrap.detect", "--unique"]))
+        probes.append(("rocm-bootstrap", [sys.executable, "-c", ROCM_BOOTSTRAP_PROBE]))
+    elif cli:
+        probes.append((cli, [cli, "--unique"]))
     else:
-        cli = shutil.which("rocm-bootstrap-detect", path=environ.get("PATH", os.defpath))
-        if cli:
-            probes.append((cli, [cli, "--unique"]))
-    tried = [] if probes else ["rocm-bootstrap (not installed)"]
+        probes.append(("rocm-bootstrap (not installed)", None))
     places = dict.fromkeys([compiler.parent, compiler.resolve().parent, root / "bin", root / "lib" / "llvm" / "bin"])
     for tool in ARCH_TOOLS:
-        found = [place / tool for place in places if os.access(place / tool, os.X_OK)]
-        probes += [(str(path), [str(path)]) for path in found[:1]]
-        if not found:
-            tried.append(f"{tool} (not in {', '.join(str(p) for p in places)})")
+        found = next((place / tool for place in places if os.access(place / tool, os.X_OK)), None)
+        if found is None:
+            probes.append((f"{tool} (not in {', '.join(str(p) for p in places)})", None))
+        else:
+            probes.append((str(found), [str(found)]))
+    tried = []
     for name, argv in probes:
+        if argv is None:
+            tried.append(name)
+            continue
         archs, answer = _ask(argv, environ, probe_tmp)
         if archs:
             return archs, name
