@@ -41,10 +41,11 @@ def choose(platform_name: str, environ: Mapping[str, str], hip_compiler: Path | 
     detection found (its C driver and itself are ROCm's fallbacks)."""
     search = environ.get("PATH", os.defpath)
     target = rust_target(environ, search)
-    c = cxx = cuda_host = None
+    c = cxx = cuda_host = c_fallback = None
     if platform_name == "rocm":
         assert hip_compiler is not None
         rocm_c, rocm_cxx = rocm_clang(hip_compiler)
+        c_fallback = HostTool(rocm_c, "the ROCm clang: no cc on PATH") if rocm_c is not None else None
         c = _pick(environ, search, "CC", ("cc",), fallback=rocm_c, fallback_why="the ROCm clang: no cc on PATH")
         cxx = _pick(environ, search, "CXX", ("c++",), fallback=rocm_cxx, fallback_why="the ROCm clang: no c++ on PATH")
     elif platform_name == "cuda":
@@ -58,7 +59,7 @@ def choose(platform_name: str, environ: Mapping[str, str], hip_compiler: Path | 
                 "CUDAHOSTCXX (or CXX) to a C++ compiler this nvcc supports, e.g. CUDAHOSTCXX=/usr/bin/g++-13."
             )
         c = _pick(environ, search, "CC", ("cc", *C_FALLBACKS))
-    linker = _linker(environ, search, target, c, platform_name)
+    linker = _linker(environ, search, target, c, platform_name, c_fallback=c_fallback)
     if platform_name == "cuda" and c is None:  # the linker came from the user; the C shims still need CC
         raise BuildError(
             "the CUDA build needs a C compiler for the C shims of rust/rocm_compat (the cc crate), and none was "
@@ -149,7 +150,16 @@ def _cuda_host(environ: Mapping[str, str], search: str, cxx: HostTool | None) ->
     return HostTool(cxx.path, cxx.why, passed=True)
 
 
-def _linker(environ: Mapping[str, str], search: str, target: str, c: HostTool | None, platform_name: str) -> HostTool:
+def _linker(
+    environ: Mapping[str, str],
+    search: str,
+    target: str,
+    c: HostTool | None,
+    platform_name: str,
+    *,
+    c_fallback: HostTool | None = None,
+) -> HostTool:
+    """Rust's linker; ``c`` is the C compiler chosen for the platform, ``c_fallback`` ROCm's own clang."""
     variable = linker_variable(target)
     flags = environ.get("CARGO_ENCODED_RUSTFLAGS") or environ.get("RUSTFLAGS", "")
     m = _RUSTFLAGS_LINKER.search(flags)
@@ -163,6 +173,9 @@ def _linker(environ: Mapping[str, str], search: str, target: str, c: HostTool | 
         return HostTool(Path(found), "cc on PATH, cargo's default", passed=False)
     if platform_name == "cpu":
         c = _pick(environ, search, "CC", C_FALLBACKS)
+    if c is not None and not c.passed and len(environ.get("CC", "").split()) > 1:
+        # CC="ccache gcc": a launcher and a compiler, not one program cargo could run as its linker.
+        c = _pick({}, search, "CC", C_FALLBACKS) if platform_name != "rocm" else c_fallback
     if c is not None:
         why = c.why if "no cc" in c.why else f"{c.why}: no cc on PATH"
         return HostTool(c.path, why)

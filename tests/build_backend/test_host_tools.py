@@ -150,6 +150,16 @@ def test_cpu_without_cc_links_with_gcc_or_the_users_cc(tmp_path: Path) -> None:
     assert tools.c is None and tools.cxx is None  # the CPU build compiles no C or C++
 
 
+def test_a_launcher_in_cc_is_not_made_the_linker(tmp_path: Path) -> None:
+    """CC="ccache gcc" is for the cc crate; cargo's linker must be one program: the platform's own fallback."""
+    search = path_of(tmp_path, gcc="gcc", ccache="true")
+    assert host.choose("cpu", env(search, CC="ccache gcc")).linker.path == Path(search) / "gcc"
+    clangxx = rocm_clang(tmp_path)
+    tools = host.choose("rocm", env(search, CC="ccache gcc"), clangxx)
+    assert tools.c is not None and tools.c.path == Path(search) / "ccache" and not tools.c.passed
+    assert tools.linker == HostTool(clangxx.with_name("clang"), "the ROCm clang: no cc on PATH", passed=True)
+
+
 # ----------------------------------------------------------------------- the stages pass the choice on
 class Ran(Exception):
     """Raised by the stand-in for buildcore.process.run: what the stage would have run, and with what."""
