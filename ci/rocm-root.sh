@@ -7,7 +7,8 @@
 #       Make (or update) the root for ROCm VERSION (6.4 or 7.2) at DIR. Idempotent: a root whose stamp
 #       matches this recipe returns at once. A new root is made in DIR.partial and renamed into place,
 #       so an interrupted run leaves no half-made DIR. 7.2 carries RCCL 7.2 (/usr); 6.4 only RCCL's header
-#       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME).
+#       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME). Like a user's machine with Debian's
+#       ROCm packages, a root has no gcc, g++, cc or c++: the build must choose the ROCm clang itself.
 #         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipBLASLt/hipSPARSE/hipSOLVER/hipFFT/hipRAND
 #                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr, for
 #                              compile checks of code that uses them (bench/port_quality.py)
