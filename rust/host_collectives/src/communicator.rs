@@ -511,3 +511,57 @@ fn complete_all(ops: Vec<Posted<'_>>) -> Result<()> {
     }
     first
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::FailureKind;
+    use crate::local;
+
+    fn quick(timeout_ms: u64) -> Options {
+        Options {
+            timeout: Duration::from_millis(timeout_ms),
+            force_tcp: false,
+        }
+    }
+
+    #[test]
+    fn a_threads_only_id_joins_threads_and_forgets_an_abandoned_join() {
+        // The id a process that cannot listen makes: no rendezvous, threads of this process only.
+        let id = UniqueId::compose(None);
+        let err = Communicator::join(&id, 2, 0, &quick(150)).unwrap_err();
+        assert_eq!(err.kind, FailureKind::SystemError, "{err}");
+        assert!(err.message.contains("ranks [1] of 2"), "{err}");
+        assert!(!local::is_pending(&id), "the abandoned group is gone");
+        let id = UniqueId::compose(None);
+        let sums = std::thread::scope(|s| {
+            let ranks: Vec<_> = (0..2)
+                .map(|r| {
+                    s.spawn(move || {
+                        let comm = Communicator::join(&id, 2, r, &quick(5000)).unwrap();
+                        assert_eq!(comm.transport(), Transport::Threads);
+                        let mut v = (r as u32 + 1).to_le_bytes();
+                        comm.all_reduce_in_place(&mut v, DataType::U32, ReduceOp::Sum)
+                            .unwrap();
+                        u32::from_le_bytes(v)
+                    })
+                })
+                .collect();
+            ranks
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(sums, [3, 3]);
+        assert!(!local::is_pending(&id));
+    }
+
+    #[test]
+    fn a_threads_only_id_from_another_process_is_refused() {
+        let mut bytes = *UniqueId::compose(None).as_bytes();
+        bytes[8..12].copy_from_slice(&(std::process::id() ^ 1).to_le_bytes());
+        let err = Communicator::join(&UniqueId::from_bytes(bytes), 1, 0, &quick(100)).unwrap_err();
+        assert_eq!(err.kind, FailureKind::InvalidArgument, "{err}");
+        assert!(err.message.contains("could not listen"), "{err}");
+    }
+}

@@ -36,7 +36,7 @@
 //!   `RemoteError` naming the rank (and pid) instead of hanging. No data operation has a timeout of
 //!   its own (as in NCCL): a live but hung peer is a watchdog's to abort.
 //!
-//! Modules, from the bottom up; each uses only modules above it in this list:
+//! Modules, from the bottom up; each uses (`crate::...`) only modules listed before it:
 //!
 //! 1. `failure`: `Failure`, `FailureKind`, `Result`.
 //! 2. `sync`: poison-tolerant locks and waits.

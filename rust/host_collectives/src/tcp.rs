@@ -696,3 +696,114 @@ impl TcpComm {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Rank 0 of a two-rank communicator whose rank 1 is the test itself, writing frames by hand:
+    //! what a real peer cannot be made to do on cue (die mid-payload, send garbage).
+    use super::*;
+    use crate::failure::FailureKind;
+    use crate::rendezvous::listen;
+    use std::io::Write;
+
+    const FAKE_PID: u32 = 4242;
+
+    fn with_fake_peer() -> (Arc<TcpComm>, TcpStream) {
+        let (listener, port) = listen().unwrap();
+        let info = IdInfo {
+            key: [7; KEY_BYTES],
+            pid: std::process::id(),
+            port: 0,
+        };
+        let roster = vec![(std::process::id(), port), (FAKE_PID, 0)];
+        let dial = std::thread::spawn(move || {
+            let s = TcpStream::connect(loopback(port)).unwrap();
+            write_frame(&s, HELLO, &[&hello(&info, 1)]).unwrap();
+            s
+        });
+        let comm = connect(&info, &roster, 0, listener, Duration::from_secs(5)).unwrap();
+        (comm, dial.join().unwrap())
+    }
+
+    fn header(kind: u32, len: u64) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h[..4].copy_from_slice(&kind.to_le_bytes());
+        h[8..].copy_from_slice(&len.to_le_bytes());
+        h
+    }
+
+    /// Waits (bounded) until `ready` holds of rank 0's state.
+    fn wait_for(comm: &TcpComm, ready: impl Fn(&NetState) -> bool) {
+        for _ in 0..2500 {
+            if ready(&comm.lock()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("rank 0 never got there");
+    }
+
+    #[test]
+    fn a_peer_dying_mid_payload_fails_the_receive_reading_in_place() {
+        let (comm, peer) = with_fake_peer();
+        let len = 1 << 20;
+        let err = std::thread::scope(|s| {
+            let receiver = s.spawn(|| comm.complete_recv(1, &mut vec![0u8; len]));
+            wait_for(&comm, |st| st.inbox[1].posted == Some(len));
+            let mut w = &peer;
+            w.write_all(&header(DATA, len as u64)).unwrap();
+            w.write_all(&[1u8; 1000]).unwrap();
+            wait_for(&comm, |st| st.inbox[1].handoff == Handoff::Reading);
+            peer.shutdown(Shutdown::Both).unwrap();
+            receiver.join().unwrap().unwrap_err()
+        });
+        assert_eq!(err.kind, FailureKind::RemoteError, "{err}");
+        assert!(
+            err.message
+                .contains("rank 1 (pid 4242) broke its connection (mid-message")
+                && err.message.contains("died or was killed"),
+            "{err}"
+        );
+        comm.close(false);
+    }
+
+    #[test]
+    fn an_early_message_is_queued_checked_and_acknowledged() {
+        let (comm, peer) = with_fake_peer();
+        let mut w = &peer;
+        for message in [&b"hello"[..], b"toolong"] {
+            w.write_all(&header(DATA, message.len() as u64)).unwrap();
+            w.write_all(message).unwrap();
+        }
+        wait_for(&comm, |st| st.inbox[1].queue.len() == 2);
+        let mut buf = [0u8; 5];
+        comm.complete_recv(1, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        let mut ack = [0u8; 16];
+        (&peer).read_exact(&mut ack).unwrap();
+        assert_eq!(ack, header(ACK, 0));
+        let err = comm.complete_recv(1, &mut buf).unwrap_err();
+        assert_eq!(err.kind, FailureKind::InvalidUsage, "{err}");
+        assert!(
+            err.message
+                .contains("receive of 5 bytes from rank 1, which sent 7"),
+            "{err}"
+        );
+        comm.close(false);
+    }
+
+    #[test]
+    fn a_garbage_frame_ends_the_connection_as_a_dead_peer() {
+        let (comm, peer) = with_fake_peer();
+        (&peer).write_all(&header(99, 3)).unwrap();
+        wait_for(&comm, |st| st.ended[1]);
+        let err = comm.complete_send(1, 0).unwrap_err();
+        assert_eq!(err.kind, FailureKind::RemoteError, "{err}");
+        assert!(
+            err.message.contains("unexpected frame 99 of 3 bytes"),
+            "{err}"
+        );
+        assert!(comm.remote_failure().is_some());
+        comm.close(true);
+    }
+}
