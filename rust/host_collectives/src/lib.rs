@@ -69,5 +69,4 @@ pub use communicator::{Batch, Communicator, Transport};
 pub use failure::{Failure, FailureKind, Result};
 pub use options::{Options, DEFAULT_TIMEOUT_S};
 pub use reduce::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, reduce, DataType, ReduceOp};
-pub use signature::Signature;
 pub use unique_id::{UniqueId, UNIQUE_ID_BYTES};
