@@ -308,8 +308,9 @@ impl Posted<'_> {
 
 /// Operations posted one by one and completed together by `finish` (NCCL's group): a send and a
 /// receive between two ranks in one batch on each do not deadlock. Buffers are borrowed until the
-/// batch is finished; dropping an unfinished batch completes it (and drops the outcome).
-/// Operations may belong to different communicators.
+/// batch is finished. Operations may belong to different communicators. Dropping an unfinished
+/// batch abandons its operations without blocking (sends already handed over stay sent; its
+/// receives never read anything), which leaves the peers waiting as NCCL would.
 #[must_use = "a batch's operations complete when it is finished"]
 #[derive(Default)]
 pub struct Batch<'a> {
@@ -487,14 +488,8 @@ impl<'a> Batch<'a> {
     /// Completes every posted operation: receives and collectives first (they need only what peers
     /// posted), then sends (they wait for the peers' receives). The first failure is returned; the
     /// other operations are completed (or fail) all the same.
-    pub fn finish(mut self) -> Result<()> {
-        complete_all(std::mem::take(&mut self.ops))
-    }
-}
-
-impl Drop for Batch<'_> {
-    fn drop(&mut self) {
-        let _ = complete_all(std::mem::take(&mut self.ops));
+    pub fn finish(self) -> Result<()> {
+        complete_all(self.ops)
     }
 }
 
