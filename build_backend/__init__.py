@@ -34,17 +34,19 @@ __all__ = [
 
 @hook
 def get_requires_for_build_wheel(config_settings: Mapping[str, object] | None = None) -> list[str]:
-    """variantlib when a variant wheel is requested (-C variant=... or MONARCH_VARIANT), so isolated
-    builds get it; a bad setting is reported by build_wheel, with the rest of the build's context."""
+    """variantlib (and, for ROCm, AMD's provider plugin) when a variant wheel is requested (-C variant=...
+    or MONARCH_VARIANT), so isolated builds get them; a bad setting or an ambiguous platform is reported by
+    build_wheel, with the rest of the build's context."""
     from build_backend import variant  # noqa: PLC0415
     from build_backend.pipeline import read_pyproject  # noqa: PLC0415
     from buildcore.settings import load as load_settings  # noqa: PLC0415
+    from buildcore.toolchain import choose_platform  # noqa: PLC0415
 
     try:
-        requested = load_settings(config_settings, os.environ, read_pyproject(Path.cwd())).variant
+        settings = load_settings(config_settings, os.environ, read_pyproject(Path.cwd()))
+        return variant.build_requirements(choose_platform(settings, os.environ)) if settings.variant else []
     except BuildError:
         return []
-    return [variant.REQUIREMENT] if requested else []
 
 
 @hook

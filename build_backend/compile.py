@@ -96,7 +96,12 @@ def build_bridge(
         f"-DMONARCH_COLLECTIVE_SONAME={toolchain.collective_soname}",
         f"-DMONARCH_PREFIX_MAPS={';'.join(f'{old}={new}' for old, new in layout.prefix_maps)}",
     ]
+    host = toolchain.host
+    if host is not None and host.cxx is not None and host.cxx.passed:  # detection's choice (toolchain/host.py)
+        args.append(f"-DCMAKE_CXX_COMPILER={host.cxx.path}")
     if toolchain.platform == "cuda":
+        if host is not None and host.cuda_host is not None and host.cuda_host.passed:
+            args.append(f"-DCMAKE_CUDA_HOST_COMPILER={host.cuda_host.path}")
         args += [
             "-DMONARCH_GPU_LANGUAGE=CUDA",
             f"-DCMAKE_CUDA_COMPILER={toolchain.compiler}",

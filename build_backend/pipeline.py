@@ -143,6 +143,7 @@ def payload_built(
                 if tc.platform != "cpu"
                 else " (no GPU toolkit)"
             )
+            + (f"; host: {tc.host.describe()}" if tc.host else "")
         )
     layout = make_layout(source, opts.build_dir, tc.platform)
     log.info(f"build directory: {layout.build}")

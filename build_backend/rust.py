@@ -60,6 +60,11 @@ def build_extension(
         "CARGO_TARGET_DIR": os.fspath(layout.sub("cargo")),
         "CARGO_ENCODED_RUSTFLAGS": encoded_rustflags,
     }
+    host = toolchain.host
+    if host is not None:  # detection's choices (toolchain/host.py); a user's own variables are left as they are
+        for name, tool in (("CC", host.c), ("CXX", host.cxx), (host.linker_variable, host.linker)):
+            if tool is not None and tool.passed:
+                env[name] = os.fspath(tool.path)
     if bridge_dir is not None:
         env["MONARCH_BRIDGE_LIB_DIR"] = os.fspath(bridge_dir)
     if toolchain.platform == "cuda" and toolchain.root is not None:

@@ -23,7 +23,7 @@ PLATFORMS = ("auto", "cpu", "cuda", "rocm")
 # key -> (description, default shown in docs)
 KEYS: dict[str, str] = {
     "platform": "auto | cpu | cuda | rocm (auto: ROCM_HOME/ROCM_PATH -> rocm, CUDA_HOME/CUDA_PATH -> cuda, else cpu)",
-    "archs": "GPU architectures, ';' or ',' separated (CUDA: 80;90, ROCm: gfx90a;gfx940)",
+    "archs": "GPU architectures, ';' or ',' separated (CUDA: 80;90, ROCm: gfx90a;gfx940), or native: this machine's",
     "build-dir": "where intermediate files go (default: build/<platform> in the source tree)",
     "debug": "true keeps symbols and builds without optimisation (default false)",
     "hip-version": "HIP version X.Y that hipify targets (default: the version of the ROCm found)",

@@ -7,7 +7,8 @@
 #       Make (or update) the root for ROCm VERSION (6.4 or 7.2) at DIR. Idempotent: a root whose stamp
 #       matches this recipe returns at once. A new root is made in DIR.partial and renamed into place,
 #       so an interrupted run leaves no half-made DIR. 7.2 carries RCCL 7.2 (/usr); 6.4 only RCCL's header
-#       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME).
+#       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME). Like a user's machine with Debian's
+#       ROCm packages, a root has no gcc, g++, cc or c++: the build must choose the ROCm clang itself.
 #         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipBLASLt/hipSPARSE/hipSOLVER/hipFFT/hipRAND
 #                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr, for
 #                              compile checks of code that uses them (bench/port_quality.py)
@@ -80,6 +81,20 @@ copy_host_config() {
   done
 }
 
+# The root stays as bare as a user's machine with Debian's ROCm packages: no cc, c++, gcc or g++ (the
+# build must find the ROCm clang itself). Recipes before this one linked cc/c++ to the ROCm clang in
+# /usr/local/bin: those links are removed (only links into the root's clang; anything else is left).
+make_bare() {
+  local dir=$1 name target
+  for name in cc c++; do
+    target=$(readlink "$dir/usr/local/bin/$name" 2>/dev/null) || continue
+    if [[ $target == /usr/bin/clang* || $target == /usr/lib/llvm-*/bin/clang* ]]; then
+      rm -f "$dir/usr/local/bin/$name"
+      log "removed $dir/usr/local/bin/$name (-> $target): the root has no host compiler links"
+    fi
+  done
+}
+
 # A root's stamp: one line for the base recipe, one per extra it carries (with that extra's own recipe), so
 # a root made with extras satisfies a request without them, and a new library list leaves other roots alone.
 recipe_stamp() {
@@ -123,6 +138,7 @@ cmd_make() {
   local want; want=$(recipe_stamp "$version" "$libs" "$hipify")
   if stamp_covers "$dir/.monarch-root" "$want"; then
     copy_host_config "$dir"   # certificates may have changed since; cheap
+    make_bare "$dir"          # a root made by an older recipe (cheap, like the certificates)
     log "ROCm $version root at $dir is up to date"
     return 0
   fi
@@ -182,11 +198,7 @@ cmd_make() {
     chroot_exec "$work" sh -c "set -e; rm -rf /opt/rocm-libs /tmp/libdebs; mkdir -p /tmp/libdebs /opt/rocm-libs; cd /tmp/libdebs; apt-get -o APT::Sandbox::User=root download -qq $LIB_PACKAGES; for d in *.deb; do dpkg-deb -x \$d /opt/rocm-libs; done; rm -rf /tmp/libdebs" \
       || die "downloading the ROCm library headers failed (see above)."
   fi
-  # cc/c++ for cargo's linker and the cc crate: the ROCm clang (the root has no gcc).
-  local clangxx; clangxx=$(chroot_exec "$work" sh -c 'ls /usr/bin/clang++-[0-9]* | sort -V | tail -1')
-  [[ -n "$clangxx" ]] || die "the root has no clang++-NN after installing hipcc."
-  ln -sfn "${clangxx/clang++/clang}" "$work/usr/local/bin/cc"
-  ln -sfn "$clangxx" "$work/usr/local/bin/c++"
+  make_bare "$work"
   log "python tools into /opt/monarch/venv: ${ROOT_TOOLS[*]}"
   chroot_exec "$work" sh -c 'python3 -m venv /opt/monarch/venv && /opt/monarch/venv/bin/pip install -q --disable-pip-version-check "$@"' sh "${ROOT_TOOLS[@]}" \
     || die "installing the Python build tools into the root failed (see above)."

@@ -66,6 +66,25 @@ def test_make_is_idempotent_and_quick_on_a_made_root() -> None:
     assert not mounts_under(root)
 
 
+def test_make_brings_a_root_of_an_older_recipe_to_the_bare_state(tmp_path: Path) -> None:
+    """Roots made before linked cc/c++ to the ROCm clang in /usr/local/bin (kinder than a user's machine):
+    make removes those links, quickly and without touching the stamp, and leaves anything else there."""
+    stamp = (require_root("7.2") / ".monarch-root").read_text()
+    old = tmp_path / "root"
+    local = old / "usr" / "local" / "bin"
+    local.mkdir(parents=True)
+    (old / ".monarch-root").write_text(stamp)
+    (local / "cc").symlink_to("/usr/bin/clang-22")
+    (local / "c++").symlink_to("/usr/bin/clang++-22")
+    (local / "mine").symlink_to("/usr/bin/true")
+    for _ in range(2):  # idempotent: the second run finds nothing to remove
+        proc = script("make", "7.2", str(old))
+        assert proc.returncode == 0 and "up to date" in proc.stderr, proc.stderr
+    assert not (local / "cc").is_symlink() and not (local / "c++").is_symlink()
+    assert (local / "mine").is_symlink() and (old / ".monarch-root").read_text() == stamp
+    assert proc.stderr.count("removed") == 0
+
+
 def test_commands_see_their_binds_and_the_outside_sees_no_mounts(tmp_path: Path) -> None:
     root = require_root("7.2")
     (tmp_path / "hello").write_text("from outside")

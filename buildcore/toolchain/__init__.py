@@ -9,6 +9,7 @@ detection is a module of its own that says where it looks and why: :mod:`buildco
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from buildcore.errors import BuildError
@@ -22,6 +23,9 @@ __all__ = ["Toolchain", "choose_platform", "detect"]
 
 
 def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
+    """The toolkit and its archs, then the host compilers and Rust's linker (:mod:`buildcore.toolchain.host`)."""
+    from buildcore.toolchain import host  # noqa: PLC0415 - runs tools: not on tools/hipify's start-up path
+
     platform = choose_platform(settings, environ)
     if platform == "cpu":
         if settings.archs:
@@ -29,12 +33,14 @@ def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
                 f"archs={';'.join(settings.archs)} (from {settings.origin('archs')}) was given for the "
                 "CPU build, which compiles no device code. Drop archs, or choose -C platform=cuda|rocm."
             )
-        return Toolchain(platform="cpu")
-    if platform == "cuda":
+        tc = Toolchain(platform="cpu")
+    elif platform == "cuda":
         from buildcore.toolchain import cuda  # noqa: PLC0415 - nvcc's probes: only for CUDA builds
 
-        return cuda.detect(settings, environ)
-    return rocm.detect(settings, environ)
+        tc = cuda.detect(settings, environ)
+    else:
+        tc = rocm.detect(settings, environ)
+    return replace(tc, host=host.choose(platform, environ, tc.compiler if platform == "rocm" else None))
 
 
 def choose_platform(settings: Settings, environ: Mapping[str, str]) -> str:

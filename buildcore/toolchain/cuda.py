@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,7 +20,15 @@ from pathlib import Path
 
 from buildcore.errors import BuildError
 from buildcore.settings import Settings
-from buildcore.toolchain.model import CUDA_ENV, Toolchain, collective_header_version, env_path, find_header
+from buildcore.toolchain.model import (
+    CUDA_ENV,
+    NATIVE,
+    Toolchain,
+    collective_header_version,
+    env_path,
+    expand_native,
+    find_header,
+)
 
 ENV = CUDA_ENV
 FALLBACK_ROOTS = (Path("/usr/local/cuda"),)
@@ -44,7 +53,7 @@ def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
             f"CUDA toolkit at {root} has no libcudart_static.a in lib64/ or lib/. "
             'Install the cudart component (`pip install "cuda-toolkit[cudart]"`).'
         )
-    archs = _validate_archs(settings, _nvcc_archs(nvcc))
+    archs = _validate_archs(settings, _nvcc_archs(nvcc), environ)
     include = _find_nccl(root, environ)
     return Toolchain(
         platform="cuda",
@@ -99,18 +108,51 @@ def _arch_key(arch: str) -> tuple[int, str]:
     return (int(digits.group(0)) if digits else 0, arch)
 
 
-def _validate_archs(settings: Settings, supported: Sequence[str]) -> tuple[str, ...]:
-    wanted = settings.archs or DEFAULT_ARCHS
+def _validate_archs(settings: Settings, supported: Sequence[str], environ: Mapping[str, str]) -> tuple[str, ...]:
+    wanted, origin = settings.archs or DEFAULT_ARCHS, settings.origin("archs")
+    if NATIVE in wanted:
+        found = native_archs(environ, origin)
+        wanted = expand_native(wanted, found)
+        origin = f"{origin}; native: {', '.join(found)} found by nvidia-smi"
     archs = []
     for arch in wanted:
         norm = re.sub(r"^(sm_|compute_)", "", arch)
         if norm not in supported:
             raise BuildError(
-                f"CUDA architecture {arch!r} (from {settings.origin('archs')}) is not accepted by this nvcc. "
+                f"CUDA architecture {arch!r} (from {origin}) is not accepted by this nvcc. "
                 f"It accepts: {' '.join(supported)}. Pass e.g. -C archs=80;90."
             )
         archs.append(norm)
     return tuple(dict.fromkeys(archs))
+
+
+def native_archs(environ: Mapping[str, str], origin: str) -> tuple[str, ...]:
+    """The compute capabilities of this machine's GPUs (``-C archs=native``), as nvidia-smi reports them
+    (``--query-gpu=compute_cap``: 9.0 -> 90); an error naming what nvidia-smi said when it finds none."""
+    search = environ.get("PATH", os.defpath)
+    smi = shutil.which("nvidia-smi", path=search)
+    fix = (
+        "On a machine without an NVIDIA GPU (or driver) name the architectures instead, e.g. -C archs=80;90 "
+        "(A100, H100/H200)."
+    )
+    if smi is None:
+        raise BuildError(
+            f"archs=native (from {origin}) builds for this machine's GPUs, which are read with nvidia-smi "
+            f"--query-gpu=compute_cap, and nvidia-smi (part of the NVIDIA driver) is not on PATH ({search}). {fix}"
+        )
+    argv = [smi, "--query-gpu=compute_cap", "--format=csv,noheader"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=dict(environ))
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise BuildError(f"archs=native (from {origin}): {' '.join(argv)} could not run ({err}). {fix}") from None
+    caps = re.findall(r"^\s*(\d+)\.(\d+)\s*$", proc.stdout, re.M)
+    if proc.returncode != 0 or not caps:
+        said = " ".join((proc.stdout + proc.stderr).split())[:300] or "nothing"
+        raise BuildError(
+            f"archs=native (from {origin}) builds for this machine's GPUs, and {' '.join(argv)} found none "
+            f"(exit status {proc.returncode}; it said: {said}). {fix}"
+        )
+    return tuple(dict.fromkeys(f"{major}{minor}" for major, minor in caps))
 
 
 def _site_packages() -> list[Path]:

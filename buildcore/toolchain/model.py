@@ -11,6 +11,55 @@ from buildcore.errors import BuildError
 
 # The variables that select a toolkit (ROCm's are in rocm.py); choose_platform reads both.
 CUDA_ENV = ("CUDA_HOME", "CUDA_PATH")
+# `-C archs=native`: the GPUs of the building machine (each toolkit's module says how it finds them).
+NATIVE = "native"
+
+
+@dataclass(frozen=True)
+class HostTool:
+    """A host tool detection chose (buildcore/toolchain/host.py), and why."""
+
+    path: Path
+    why: str  # "CC from the environment", "cc on PATH", "the ROCm clang: no cc on PATH", ...
+    # Whether the build passes it to the tools; False when the user's own variable, or the tool's default,
+    # already selects it (the tools then read the user's variable themselves: it always wins).
+    passed: bool = True
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.why})"
+
+
+@dataclass(frozen=True)
+class HostTools:
+    """The host side of a build: compilers for host code and the linker Rust uses."""
+
+    rust_target: str  # the triple cargo builds for (rustc -vV's host)
+    linker: HostTool  # Rust's linker (cargo's CARGO_TARGET_<TRIPLE>_LINKER)
+    c: HostTool | None = None  # CC for build scripts' cc crate (rust/rocm_compat/build.rs); None: not needed
+    cxx: HostTool | None = None  # CMake's C++ compiler (CMAKE_CXX_COMPILER), CXX for build scripts
+    cuda_host: HostTool | None = None  # nvcc's host compiler (-ccbin: CMAKE_CUDA_HOST_COMPILER)
+
+    @property
+    def linker_variable(self) -> str:
+        return linker_variable(self.rust_target)
+
+    def describe(self) -> str:
+        parts = [
+            (label, tool)
+            for label, tool in (
+                ("C compiler", self.c),
+                ("C++ compiler", self.cxx),
+                ("nvcc host compiler", self.cuda_host),
+                ("Rust linker", self.linker),
+            )
+            if tool is not None
+        ]
+        return ", ".join(f"{label} {tool.describe()}" for label, tool in parts)
+
+
+def linker_variable(rust_target: str) -> str:
+    """cargo's linker variable for a target triple: CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER."""
+    return f"CARGO_TARGET_{re.sub(r'[^A-Za-z0-9]', '_', rust_target).upper()}_LINKER"
 
 
 @dataclass(frozen=True)
@@ -34,6 +83,7 @@ class Toolchain:
     runtime_soname: str | None = None  # libamdhip64.so.N, what the wheel needs on the target
     code_object_version: int | None = None  # -mcode-object-version for every device compile
     glibc_guard: bool = False  # host code compiled against glibc >= 2.38: keep its C23 redirects out
+    host: HostTools | None = None  # host compilers and Rust's linker (None: not detected, e.g. in unit tests)
 
     @property
     def local_label(self) -> str:
@@ -57,6 +107,14 @@ class Toolchain:
     @property
     def version_text(self) -> str | None:
         return f"{self.version[0]}.{self.version[1]}" if self.version else None
+
+
+def expand_native(requested: Sequence[str], found: Sequence[str]) -> tuple[str, ...]:
+    """``requested`` with ``native`` replaced by the archs found on this machine, in place, each arch once."""
+    out: list[str] = []
+    for arch in requested:
+        out += list(found) if arch == NATIVE else [arch]
+    return tuple(dict.fromkeys(out))
 
 
 def env_path(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, Path] | None:

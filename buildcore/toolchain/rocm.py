@@ -22,6 +22,7 @@ compile is given, follow that version (:data:`TARGETS`).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,7 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildcore.errors import BuildError
-from buildcore.toolchain.model import Toolchain, collective_header_version, env_path, find_header
+from buildcore.toolchain.model import (
+    NATIVE,
+    Toolchain,
+    collective_header_version,
+    env_path,
+    expand_native,
+    find_header,
+)
 
 if TYPE_CHECKING:
     from buildcore.settings import Settings
@@ -80,6 +88,14 @@ VERSION_FILES: tuple[tuple[str, str, str], ...] = (
     (".info/version", r"^\s*(\d+)\.", r"^\s*\d+\.(\d+)"),
     ("share/hip/version", r"HIP_VERSION_MAJOR=(\d+)", r"HIP_VERSION_MINOR=(\d+)"),
 )
+# What a CUDA toolkit has (NVIDIA's installers and PyPI's cuda-toolkit tree alike) and a ROCm root has not.
+CUDA_MARKERS = ("bin/nvcc", "include/cuda_runtime_api.h")
+# Tools of a ROCm installation that list this machine's GPUs (`-C archs=native`), beside its clang or in its
+# bin/; they print nothing without a GPU. rocm-bootstrap's detection is tried first (see native_archs).
+ARCH_TOOLS = ("amdgpu-arch", "offload-arch")
+# rocm-bootstrap's API (detect_gfx_targets: one GfxTarget per GPU model), asked in a process of its own so
+# that it reads the build's environment, as the tools above do.
+ROCM_BOOTSTRAP_PROBE = "from rocm_bootstrap import detect_gfx_targets\nfor t in detect_gfx_targets(): print(t.name)"
 # Inside a compiler's clang resource directory (<llvm>/lib/clang/N): AMD puts the bitcode under lib/.
 RESOURCE_BITCODE = ("lib/amdgcn/bitcode", "amdgcn/bitcode")
 
@@ -125,8 +141,18 @@ def _detect(settings: Settings, environ: Mapping[str, str], probe_tmp: Path) -> 
     root = find_root(environ)
     version = hip_version(root)
     if version is None:
+        found = env_path(environ, ENV)
+        named = f"{found[0]}={root}" if found else f"ROCm root {root}"
+        cuda = next((root / m for m in CUDA_MARKERS if (root / m).exists()), None)
+        if cuda is not None:
+            variable = found[0] if found else "ROCM_HOME"
+            raise BuildError(
+                f"{named} is a CUDA toolkit (it has {cuda}), not a ROCm installation. For the CUDA build set "
+                f"CUDA_HOME={root} and unset {variable}; for ROCm point {variable} at /opt/rocm or /opt/rocm-X.Y.Z "
+                "(AMD's packages) or /usr (Debian's or Ubuntu's hipcc libamdhip64-dev)."
+            )
         probed = ", ".join(str(root / name) for name, _major, _minor in VERSION_FILES)
-        raise BuildError(f"ROCm root {root} holds no HIP installation: none of {probed} says which HIP it is. {FIX}")
+        raise BuildError(f"{named} holds no HIP installation: none of {probed} says which HIP it is. {FIX}")
     compiler, device_libs, layout = _find_compiler(root, environ, probe_tmp)
     lib_dir, probed_libs = _find_hip_lib(root)
     if lib_dir is None:
@@ -138,7 +164,7 @@ def _detect(settings: Settings, environ: Mapping[str, str], probe_tmp: Path) -> 
     base = Toolchain(
         platform="rocm", root=root, compiler=compiler, device_lib_dir=device_libs, env={"HIP_PLATFORM": "amd"}
     )
-    archs = _validate_archs(settings, base, target, version, probe_tmp)
+    archs = _validate_archs(settings, base, target, version, probe_tmp, environ=environ)
     include = _find_rccl(root, environ)
     return Toolchain(
         platform="rocm",
@@ -179,6 +205,13 @@ def find_root(environ: Mapping[str, str]) -> Path:
     found = env_path(environ, ENV)
     if found:
         name, root = found
+        if root.exists() and not root.is_dir():
+            # Often the compiler itself (ROCM_HOME=/opt/rocm/bin/hipcc): its installation is two levels up.
+            hint = f" (for {root}, that is {root.parent.parent})" if root.parent.name == "bin" else ""
+            raise BuildError(
+                f"{name}={root} is a file, not a directory: {name} names the root directory of a ROCm "
+                f"installation, the one holding include/hip{hint}. {FIX}"
+            )
         if not root.is_dir():
             raise BuildError(f"{name}={root} does not exist or is not a directory. {FIX}")
         return root
@@ -323,8 +356,77 @@ def bitcode_has_arch(bitcode: Path, arch: str) -> bool:
     return processor.startswith("gfx") and (bitcode / f"oclc_isa_version_{processor[3:]}.bc").is_file()
 
 
+def native_archs(
+    compiler: Path, root: Path, environ: Mapping[str, str], probe_tmp: Path, origin: str
+) -> tuple[tuple[str, ...], str]:
+    """The GPUs of this machine for ``-C archs=native``, and what found them: rocm-bootstrap's detection when
+    it is installed (it honours ROCM_BOOTSTRAP_FORCE_GFX_ARCH and ROCM_BOOTSTRAP_DISABLE_DETECTION), then
+    amdgpu-arch / offload-arch of the ROCm found. An error that lists each probe's answer when none finds one."""
+    import shutil  # noqa: PLC0415 - see the imports above
+    import sys  # noqa: PLC0415
+
+    # (what, argv to ask it) in order; argv None: why it cannot be asked
+    probes: list[tuple[str, list[str] | None]] = []
+    cli = shutil.which("rocm-bootstrap-detect", path=environ.get("PATH", os.defpath))
+    if importlib.util.find_spec("rocm_bootstrap") is not None:
+        probes.append(("rocm-bootstrap", [sys.executable, "-c", ROCM_BOOTSTRAP_PROBE]))
+    elif cli:
+        probes.append((cli, [cli, "--unique"]))
+    else:
+        probes.append(("rocm-bootstrap (not installed)", None))
+    places = dict.fromkeys([compiler.parent, compiler.resolve().parent, root / "bin", root / "lib" / "llvm" / "bin"])
+    for tool in ARCH_TOOLS:
+        found = next((place / tool for place in places if os.access(place / tool, os.X_OK)), None)
+        if found is None:
+            probes.append((f"{tool} (not in {', '.join(str(p) for p in places)})", None))
+        else:
+            probes.append((str(found), [str(found)]))
+    tried = []
+    for name, argv in probes:
+        if argv is None:
+            tried.append(name)
+            continue
+        archs, answer = _ask(argv, environ, probe_tmp)
+        if archs:
+            return archs, name
+        tried.append(f"{name} ({answer})")
+    raise BuildError(
+        f"archs=native (from {origin}) builds for this machine's GPUs, and none was found: {'; '.join(tried)}. "
+        "On a machine without an AMD GPU name the architectures instead, e.g. -C archs=gfx942 (MI300X/MI325X), "
+        "gfx950 (MI350X/MI355X) or gfx90a (MI200); or install rocm-bootstrap (pip install rocm-bootstrap) and "
+        "set ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx942."
+    )
+
+
+def _ask(argv: Sequence[str], environ: Mapping[str, str], probe_tmp: Path) -> tuple[tuple[str, ...], str]:
+    """The gfx targets a GPU-listing tool prints (one per line, a GPU each), or why there are none."""
+    import subprocess  # noqa: PLC0415 - see the imports above
+
+    from buildcore.process import tool_env  # noqa: PLC0415
+
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=60, check=False, env=tool_env(environ, probe_tmp)
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return (), f"could not run: {err}"
+    archs = tuple(dict.fromkeys(re.findall(r"^\s*(gfx[0-9a-f]+(?::[a-z+-]+)*)\s*$", proc.stdout, re.M)))
+    if archs:
+        return archs, ""
+    said = (proc.stderr.strip().splitlines() or [""])[-1][:200]
+    if proc.returncode != 0:
+        return (), f"exited {proc.returncode}" + (f": {said}" if said else "")
+    return (), "found no GPU"
+
+
 def _validate_archs(
-    settings: Settings, base: Toolchain, target: Target, version: tuple[int, int], probe_tmp: Path
+    settings: Settings,
+    base: Toolchain,
+    target: Target,
+    version: tuple[int, int],
+    probe_tmp: Path,
+    *,
+    environ: Mapping[str, str],
 ) -> tuple[str, ...]:
     compiler, root, bitcode = base.compiler, base.root, base.device_lib_dir
     assert compiler is not None and root is not None and bitcode is not None
@@ -341,7 +443,12 @@ def _validate_archs(
         return verdicts[arch]
 
     hip = f"{version[0]}.{version[1]}"
-    if not settings.archs:
+    requested, origin = settings.archs, settings.origin("archs")
+    if NATIVE in requested:
+        found, tool = native_archs(compiler, root, environ, probe_tmp, origin)
+        requested = expand_native(requested, found)
+        origin = f"{origin}; native: {', '.join(found)} found by {tool}"
+    if not requested:
         missing = [f"{a} ({why_not(a)})" for a in target.archs if why_not(a)]
         if missing:
             raise BuildError(
@@ -350,16 +457,19 @@ def _validate_archs(
                 "the architectures with -C archs=... (e.g. -C archs=gfx90a)."
             )
         return target.archs + tuple(a for a in target.optional_archs if not why_not(a))
-    rejected = [f"{a} ({why_not(a)})" for a in settings.archs if why_not(a)]
+    rejected = [f"{a} ({why_not(a)})" for a in requested if why_not(a)]
     if rejected:
         known = [a for a in (*target.archs, *target.optional_archs) if not why_not(a)]
+        every = len(rejected) == len(dict.fromkeys(requested))
         raise BuildError(
-            f"ROCm architecture {', '.join(rejected)} (from {settings.origin('archs')}) cannot be built with HIP "
-            f"{hip} at {root}. Of this HIP's default targets these work: {', '.join(known) or 'none'}. MI300X is "
-            "gfx942 (HIP 6 or later), MI350X/MI355X gfx950 (HIP 6.4 or later); pass e.g. -C archs="
-            f"{';'.join(known) or 'gfx90a'}."
+            f"{'none of the requested ROCm architectures' if every else 'ROCm architecture'} "
+            f"{', '.join(rejected)} (from {origin}) {'can' if every else 'cannot'} be built with HIP {hip} at "
+            f"{root}. Of this HIP's default targets these work: {', '.join(known) or 'none'}. MI300X is gfx942 "
+            "(HIP 6 or later), MI350X/MI355X gfx950 (HIP 6.4 or later); "
+            + ("point ROCM_HOME (or ROCM_PATH) at a ROCm that builds them, or " if every else "")
+            + f"pass e.g. -C archs={';'.join(known) or 'gfx90a'}."
         )
-    return tuple(dict.fromkeys(settings.archs))
+    return tuple(dict.fromkeys(requested))
 
 
 # ------------------------------------------------------------------------------------ libraries

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,4 +140,103 @@ def test_rocm_without_rccl_header(out: Path, toolchains: Toolchains) -> None:
         pytest.skip("this machine has a system RCCL header")
     proc = call_backend(out, env)
     assert_user_error(proc, out, "rccl/rccl.h", "probed", "RCCL_HOME")
+    assert "configure:" not in proc.stderr
+
+
+def test_rocm_home_at_a_file(out: Path, toolchains: Toolchains) -> None:
+    hipcc = toolchains.rocm_home / "bin" / "hipcc"
+    if not hipcc.is_file():
+        pytest.skip(f"{hipcc} is not installed")
+    env = {**toolchains.env_for("rocm"), "ROCM_HOME": str(hipcc)}
+    proc = call_backend(out, env)
+    assert_user_error(proc, out, f"ROCM_HOME={hipcc} is a file, not a directory", f"that is {toolchains.rocm_home}")
+
+
+def test_rocm_home_at_a_cuda_toolkit(out: Path, toolchains: Toolchains) -> None:
+    env = {**toolchains.env_for("rocm"), "ROCM_HOME": str(toolchains.cuda_home)}
+    proc = call_backend(out, env)
+    assert_user_error(
+        proc, out, "is a CUDA toolkit", "bin/nvcc", f"CUDA_HOME={toolchains.cuda_home}", "unset ROCM_HOME"
+    )
+
+
+def test_rocm_home_whose_compiler_lacks_every_requested_arch(out: Path, toolchains: Toolchains) -> None:
+    proc = call_backend(out, toolchains.env_for("rocm"), archs="gfx942;gfx950")  # HIP 5.2's clang-15
+    assert_user_error(
+        proc,
+        out,
+        "none of the requested ROCm architectures",
+        "gfx942",
+        "gfx950",
+        "rejects it",
+        "point ROCM_HOME (or ROCM_PATH) at a ROCm that builds them",
+    )
+
+
+def test_rocm_arch_the_device_libraries_lack(out: Path, toolchains: Toolchains) -> None:
+    """clang-15 compiles for gfx1100, but Debian 12's device libraries (HIP 5.2) carry no bitcode for it."""
+    proc = call_backend(out, toolchains.env_for("rocm"), archs="gfx1100")
+    assert_user_error(proc, out, "gfx1100", "no oclc_isa_version bitcode for it", "-C archs=")
+    assert "rejects it" not in proc.stderr and "configure:" not in proc.stderr
+
+
+def test_rocm_native_on_a_machine_without_a_gpu(out: Path, toolchains: Toolchains) -> None:
+    env = {**toolchains.env_for("rocm"), "ROCM_BOOTSTRAP_FORCE_GFX_ARCH": ""}
+    proc = call_backend(out, env, archs="native")
+    assert_user_error(proc, out, "archs=native (from -C archs)", "none was found", "amdgpu-arch", "-C archs=gfx942")
+    assert "configure:" not in proc.stderr
+
+
+def test_cuda_native_without_nvidia_smi(out: Path, toolchains: Toolchains, tmp_path: Path) -> None:
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has nvidia-smi")
+    proc = call_backend(out, toolchains.env_for("cuda"), archs="native")
+    assert_user_error(proc, out, "archs=native", "nvidia-smi --query-gpu=compute_cap", "not on PATH", "-C archs=80;90")
+
+
+def test_cuda_native_reads_nvidia_smi(out: Path, toolchains: Toolchains, tmp_path: Path) -> None:
+    """A stand-in nvidia-smi reporting an H100 and an A100: native is sm_90 and sm_80 (then the build goes on,
+    so it is stopped by an arch nvcc rejects, named beside them: the error shows what native became)."""
+    bin_dir = tmp_path / "smi"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        '#!/bin/sh\n[ "$1 $2" = "--query-gpu=compute_cap --format=csv,noheader" ] || exit 9\nprintf "9.0\\n8.0\\n9.0\\n"\n'
+    )
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = toolchains.env_for("cuda")
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    proc = call_backend(out, env, archs="native;20")
+    assert_user_error(proc, out, "'20'", "native: 90, 80 found by nvidia-smi", "not accepted by this nvcc")
+
+
+def bare_path(tmp_path: Path, *programs: str) -> str:
+    """A PATH of one directory with links to only these programs of this machine (no cc, c++, gcc, g++)."""
+    bin_dir = tmp_path / "bare-bin"
+    bin_dir.mkdir()
+    cargo_bin = Path.home() / ".cargo" / "bin"
+    for name in programs:
+        found = shutil.which(name) or shutil.which(name, path=str(cargo_bin))
+        assert found, name
+        (bin_dir / name).symlink_to(found)
+    return str(bin_dir)
+
+
+def test_cpu_without_cc_on_path_stops_in_detect(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    """The host-side complement of the bare root (test_bare_roots.py): this machine has cc, a PATH without
+    it stands for one that has not."""
+    env = {**clean_env, "PATH": bare_path(tmp_path, "cargo", "rustc")}
+    env.pop("CC", None)
+    proc = call_backend(out, env)
+    assert_user_error(
+        proc, out, "the CPU build needs a C compiler as Rust's linker", "CARGO_TARGET_", "apt-get install gcc"
+    )
+    assert "cargo:" not in proc.stderr
+
+
+def test_cuda_without_a_host_compiler_on_path_stops_in_detect(
+    out: Path, toolchains: Toolchains, tmp_path: Path
+) -> None:
+    env = {**toolchains.env_for("cuda"), "PATH": bare_path(tmp_path, "cargo", "rustc")}
+    proc = call_backend(out, env)
+    assert_user_error(proc, out, "the CUDA build needs a host C++ compiler", "CUDAHOSTCXX", "apt-get install g++")
     assert "configure:" not in proc.stderr

@@ -108,6 +108,18 @@ def test_wheel_is_named_and_tagged_for_users(root_builds: dict[str, RootBuild], 
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_built_with_the_rocm_clang_alone(root_builds: dict[str, RootBuild], version: str) -> None:
+    """The roots have no cc, c++, gcc or g++ (test_bare_roots.py): detection chose the ROCm clang for the host
+    code and as Rust's linker, and said so."""
+    wheel_of(root_builds, version)
+    (line,) = [x for x in root_builds[version].log.splitlines() if "detect: platform=rocm" in x]
+    llvm = f"/usr/lib/llvm-{22 if version == '7.2' else 21}/bin"
+    assert f"C compiler {llvm}/clang (the ROCm clang: no cc on PATH)" in line, line
+    assert f"C++ compiler {llvm}/clang++ (the ROCm clang: no c++ on PATH)" in line, line
+    assert f"Rust linker {llvm}/clang (the ROCm clang: no cc on PATH)" in line, line
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_no_glibc_or_libstdcxx_symbol_newer_than_rhel9(root_builds: dict[str, RootBuild], version: str) -> None:
     needs = versioned_symbols(extension_bytes(wheel_of(root_builds, version)))
     assert any(n.startswith("GLIBC_") for n in needs), needs  # the check sees the symbols at all

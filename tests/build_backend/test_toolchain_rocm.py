@@ -25,9 +25,11 @@ ALL_ARCHS = ("90a", "940", "942", "950")
 
 
 def fake_clang(path: Path) -> Path:
+    """A stand-in clang++ and, beside it, its C driver (clang), as every clang installation has."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(FAKE_CLANG)
-    path.chmod(0o755)
+    for each in (path, path.with_name(path.name.replace("clang++", "clang"))):
+        each.write_text(FAKE_CLANG)
+        each.chmod(0o755)
     return path
 
 
@@ -243,3 +245,129 @@ def test_host_glibc_reads_features_h(tmp_path: Path) -> None:
     (tmp_path / "features.h").write_text("#define __GLIBC__ 2\n#define\t__GLIBC_MINOR__ 43\n")
     assert rocm.host_glibc([tmp_path]) == (2, 43)
     assert rocm.host_glibc([tmp_path / "missing"]) == (0, 0)
+
+
+# ------------------------------------------------------------------------------------- archs=native
+def arch_tool(path: Path, output: str, status: int = 0) -> Path:
+    """A stand-in amdgpu-arch / offload-arch: prints ``output`` (one target per GPU) and exits ``status``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nprintf '{output}'\necho 'a note on stderr' >&2\nexit {status}\n")
+    path.chmod(0o755)
+    return path
+
+
+NO_BOOTSTRAP = {"ROCM_BOOTSTRAP_DISABLE_DETECTION": "1"}  # so an installed rocm-bootstrap does not answer first
+
+
+def test_native_takes_the_gpus_amdgpu_arch_lists(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    arch_tool(root / "lib" / "llvm-22" / "bin" / "amdgpu-arch", r"gfx942\ngfx942\ngfx90a\n")
+    tc = run_detect(env_for(root, **NO_BOOTSTRAP), archs=("native",))
+    assert tc.archs == ("gfx942", "gfx90a")  # one per GPU model, in the tool's order
+
+
+def test_native_beside_named_archs_and_through_offload_arch(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    arch_tool(root / "lib" / "llvm" / "bin" / "amdgpu-arch", "")  # finds nothing
+    arch_tool(root / "lib" / "llvm" / "bin" / "offload-arch", r"gfx950\n")
+    tc = run_detect(env_for(root, **NO_BOOTSTRAP), archs=("gfx90a", "native"))
+    assert tc.archs == ("gfx90a", "gfx950")
+
+
+@pytest.mark.fault
+def test_native_without_a_gpu_names_every_probe(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    arch_tool(root / "lib" / "llvm-22" / "bin" / "amdgpu-arch", "")
+    arch_tool(root / "lib" / "llvm-22" / "bin" / "offload-arch", "", status=1)
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root, **NO_BOOTSTRAP), archs=("native",))
+    text = str(err.value)
+    assert "archs=native (from -C archs)" in text and "none was found" in text, text
+    assert "amdgpu-arch (found no GPU)" in text and "offload-arch (exited 1: a note on stderr)" in text, text
+    assert "-C archs=gfx942" in text and "ROCM_BOOTSTRAP_FORCE_GFX_ARCH" in text, text
+
+
+@pytest.mark.fault
+def test_native_where_the_rocm_has_no_tool_to_ask(tmp_path: Path) -> None:
+    root = amd_tree(tmp_path)
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root, **NO_BOOTSTRAP), archs=("native",))
+    assert "amdgpu-arch (not in " in str(err.value) and "offload-arch (not in " in str(err.value)
+
+
+@pytest.mark.fault
+def test_native_finding_an_arch_the_compiler_rejects_says_where_it_came_from(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    arch_tool(root / "lib" / "llvm-22" / "bin" / "amdgpu-arch", r"gfx1200\n")
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root, REJECT="gfx1200", **NO_BOOTSTRAP), archs=("native",))
+    assert "gfx1200" in str(err.value) and "native: gfx1200 found by" in str(err.value), str(err.value)
+
+
+def test_native_asks_rocm_bootstrap_first_which_honours_its_forced_arch(tmp_path: Path) -> None:
+    """rocm-bootstrap (ci/requirements-test.txt), asked in a process of its own (detect_gfx_targets),
+    answers before the ROCm's amdgpu-arch; on a machine without a GPU ROCM_BOOTSTRAP_FORCE_GFX_ARCH stands
+    in for one."""
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    arch_tool(root / "lib" / "llvm-22" / "bin" / "amdgpu-arch", r"gfx90a\n")
+    forced = run_detect({**env_for(root), "ROCM_BOOTSTRAP_FORCE_GFX_ARCH": "gfx950,gfx942,gfx950"}, archs=("native",))
+    assert forced.archs == ("gfx950", "gfx942")
+    disabled = run_detect(env_for(root, **NO_BOOTSTRAP), archs=("native",))
+    assert disabled.archs == ("gfx90a",)  # rocm-bootstrap found nothing: amdgpu-arch answered
+
+
+# --------------------------------------------------------------------------- where users point ROCM_HOME
+@pytest.mark.fault
+def test_rocm_home_at_a_file(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    (root / "bin").mkdir()
+    (root / "bin" / "hipcc").write_text("#!/bin/sh\n")
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root / "bin" / "hipcc"))
+    text = str(err.value)
+    assert f"ROCM_HOME={root / 'bin' / 'hipcc'} is a file, not a directory" in text, text
+    assert f"that is {root}" in text and "include/hip" in text, text
+
+
+@pytest.mark.fault
+def test_rocm_home_at_a_cuda_toolkit(tmp_path: Path) -> None:
+    cuda = tmp_path / "cuda"
+    fake_clang(cuda / "bin" / "nvcc")
+    with pytest.raises(BuildError) as err:
+        run_detect({"ROCM_PATH": str(cuda), "PATH": "/nonexistent"})
+    text = str(err.value)
+    assert f"ROCM_PATH={cuda} is a CUDA toolkit" in text and "bin/nvcc" in text, text
+    assert f"CUDA_HOME={cuda}" in text and "unset ROCM_PATH" in text, text
+
+
+@pytest.mark.fault
+def test_every_requested_arch_rejected_points_at_another_rocm(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (5, 2), llvm=15)
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root, REJECT="gfx942 gfx950"), archs=("gfx942", "gfx950"))
+    text = str(err.value)
+    assert "none of the requested ROCm architectures gfx942" in text and "gfx950" in text, text
+    assert "point ROCM_HOME (or ROCM_PATH) at a ROCm that builds them" in text and "gfx90a, gfx940" in text, text
+
+
+@pytest.mark.fault
+def test_an_arch_the_device_libraries_lack(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)  # the compiler accepts gfx1100, the bitcode has none for it
+    with pytest.raises(BuildError) as err:
+        run_detect(env_for(root), archs=("gfx942", "gfx1100"))
+    text = str(err.value)
+    assert "ROCm architecture gfx1100" in text and "no oclc_isa_version bitcode" in text, text
+    assert "point ROCM_HOME" not in text  # gfx942 is buildable: this ROCm is the right one
+
+
+# --------------------------------------------------------------------------------- the host compilers
+def test_without_cc_on_path_the_rocm_clang_builds_host_code_and_links(tmp_path: Path) -> None:
+    root = debian_tree(tmp_path, (7, 2), llvm=22)
+    tc = run_detect(env_for(root))  # PATH=/nonexistent: no cc, c++
+    assert tc.host is not None
+    bin_dir = root / "lib" / "llvm-22" / "bin"
+    assert tc.host.c is not None and tc.host.c.path == bin_dir / "clang" and tc.host.c.passed
+    assert tc.host.cxx is not None and tc.host.cxx.path == bin_dir / "clang++"
+    assert tc.host.linker.path == bin_dir / "clang" and tc.host.linker.passed
+    assert tc.host.c.why == "the ROCm clang: no cc on PATH" == tc.host.linker.why
+    assert tc.host.cxx.why == "the ROCm clang: no c++ on PATH"

@@ -1,7 +1,8 @@
 """Wheel variants (build_backend/variant.py, docs/wheels.md): the properties derived from each toolchain,
-the label rules, the setting, and the conversion applied to the three real wheels of the session, checked
-with variantlib (its own parser/validator of variant.json, of the file name, and validate_variant against
-a stand-in of the NVIDIA provider plugin). One end-to-end `pip wheel -C variant=auto` (slow)."""
+the label rules, the setting, and the conversion applied to the real wheels of the session, checked with
+variantlib (its own parser/validator of variant.json, of the file name, validate_variant) and with the
+providers an installer would run: AMD's real plugin (rocm-bootstrap, from ci/requirements-test.txt) and a
+stand-in for NVIDIA's (PyPI has only a placeholder of it). One end-to-end `pip wheel -C variant=auto` (slow)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _roots import RootBuild
 from _support import FLAVOURS, ROOT, SOURCE_DATE_EPOCH, pip_wheel
-from variantlib.api import VariantDescription, VariantProperty, validate_variant
+from variantlib.api import VariantDescription, VariantProperty, get_variants_by_priority, validate_variant
 from variantlib.constants import VALIDATION_WHEEL_NAME_REGEX
+from variantlib.plugins import loader as plugin_loader
 from variantlib.variant_dist_info import VariantDistInfo
+from variantlib.variants_json import VariantsJson
 
 import build_backend
 from build_backend import variant, wheel
@@ -30,7 +36,10 @@ from buildcore.toolchain import Toolchain
 CPU = Toolchain(platform="cpu")
 CUDA = Toolchain(platform="cuda", version=(13, 5), archs=("80", "90"))
 ROCM = Toolchain(platform="rocm", version=(5, 2), archs=("gfx90a", "gfx940"))
+ROCM72 = Toolchain(platform="rocm", version=(7, 2), archs=("gfx90a", "gfx942", "gfx950"))
+ROCM64 = Toolchain(platform="rocm", version=(6, 4), archs=("gfx90a", "gfx942", "gfx950"))
 AUTO_LABELS = {"cpu": "null", "cuda": "cu13", "rocm": "rocm5.2"}
+AMD_PLUGIN = "rocm_bootstrap.variant_provider:AMDVariantPlugin"
 
 
 # --- properties -------------------------------------------------------------------------------------
@@ -54,15 +63,56 @@ def test_cuda_properties_use_the_nvidia_provider_names() -> None:
     ]
 
 
-def test_rocm_properties_use_the_amd_provider_names() -> None:
-    assert variant.variant_properties(ROCM) == [
+def test_rocm_properties_are_the_gfx_arch_values_of_amds_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+    """rocm-bootstrap reports a GPU's own gfx name as its gfx_arch value, and no ROCm version."""
+    assert variant.variant_properties(ROCM72) == [
         "amd :: gfx_arch :: gfx90a",
-        "amd :: gfx_arch :: gfx940",
-        "amd :: rocm_version :: 5.2",
+        "amd :: gfx_arch :: gfx942",
+        "amd :: gfx_arch :: gfx950",
     ]
+    assert variant.variant_properties(ROCM64) == variant.variant_properties(ROCM72)  # no ROCm version to differ
+    assert "left out" not in capsys.readouterr().err
+    # gfx940 (early MI300; LLVM folded it into gfx942) is not a value the plugin knows: left out, and said so
+    assert variant.variant_properties(ROCM) == ["amd :: gfx_arch :: gfx90a"]
+    assert "variant: gfx940 left out of the variant's gfx_arch values" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("toolchain", [CUDA, ROCM], ids=["cuda", "rocm"])
+@pytest.mark.parametrize("toolchain", [ROCM, ROCM72], ids=["rocm5.2", "rocm7.2"])
+def test_rocm_properties_validate_against_amds_plugin(toolchain: Toolchain) -> None:
+    label, _, text = variant.variant_dist_info(toolchain, "auto")
+    dist = VariantDistInfo(text, expected_label=label)
+    assert dist.providers["amd"].plugin_api == AMD_PLUGIN
+    assert dist.providers["amd"].requires == ["rocm-bootstrap>=0.3.0,<1.0.0"]
+    result = validate_variant(dist.variant_desc, dist)  # loads rocm-bootstrap's plugin through variant.json
+    assert result.is_valid(allow_unknown_plugins=False), result
+    # what the old variant.json also said is not a feature of the plugin, and gfx940 is not one of its values
+    for extra in (VariantProperty("amd", "rocm_version", "7.2"), VariantProperty("amd", "gfx_arch", "gfx940")):
+        bad = VariantDescription(properties=[*dist.variant_desc.properties, extra])
+        assert validate_variant(bad, dist).invalid_properties == [extra]
+
+
+def test_rocm_archs_the_plugin_does_not_know_are_an_error() -> None:
+    with pytest.raises(BuildError, match=r"none of the archs gfx940 is a gfx_arch value .*rocm-bootstrap 0\.3"):
+        variant.variant_properties(Toolchain(platform="rocm", version=(5, 2), archs=("gfx940",)))
+
+
+def test_rocm_variant_without_amds_plugin_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_plugin_answers: None
+) -> None:
+    """variantlib runs the plugin in a subprocess; one that cannot be imported there is one paragraph."""
+    shadow = tmp_path / "shadow" / "rocm_bootstrap"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('as if rocm-bootstrap were not installed')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    with pytest.raises(BuildError) as err:
+        variant.variant_dist_info(ROCM72, "auto")
+    message = str(err.value)
+    assert "the plugin could not be run:" in message and "as if rocm-bootstrap were not installed" in message
+    assert "pip install 'rocm-bootstrap>=0.3.0,<1.0.0'" in message
+    assert "Traceback" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("toolchain", [CUDA, ROCM72], ids=["cuda", "rocm"])
 def test_properties_round_trip_through_variantlib(toolchain: Toolchain) -> None:
     props = variant.variant_properties(toolchain)
     assert [VariantProperty.from_str(p).to_str() for p in props] == props
@@ -135,12 +185,21 @@ def test_setting_sources_and_default() -> None:
 
 def test_variantlib_is_required_only_for_variant_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    monkeypatch.delenv("MONARCH_VARIANT", raising=False)
+    for name in ("MONARCH_VARIANT", "MONARCH_PLATFORM", "CUDA_HOME", "CUDA_PATH", "ROCM_HOME", "ROCM_PATH"):
+        monkeypatch.delenv(name, raising=False)
     assert build_backend.get_requires_for_build_wheel({}) == []
     assert build_backend.get_requires_for_build_wheel(None) == []
     assert build_backend.get_requires_for_build_wheel({"variant": "auto"}) == ["variantlib>=0.2"]
     monkeypatch.setenv("MONARCH_VARIANT", "cu13")
     assert build_backend.get_requires_for_build_wheel({}) == ["variantlib>=0.2"]
+    # a ROCm variant also needs AMD's provider plugin, which names its gfx_arch values
+    with_plugin = ["variantlib>=0.2", "rocm-bootstrap>=0.3.0,<1.0.0"]
+    assert build_backend.get_requires_for_build_wheel({"platform": "rocm"}) == with_plugin
+    monkeypatch.setenv("ROCM_HOME", "/usr")
+    assert build_backend.get_requires_for_build_wheel({}) == with_plugin
+    assert build_backend.get_requires_for_build_wheel({"platform": "cuda"}) == ["variantlib>=0.2"]
+    monkeypatch.delenv("MONARCH_VARIANT")
+    assert build_backend.get_requires_for_build_wheel({}) == []
 
 
 def test_backend_works_without_variantlib(tmp_path: Path) -> None:
@@ -238,6 +297,7 @@ def test_variant_of_a_real_wheel(
         assert dist.namespace_priorities == ["nvidia", "amd"]
         assert set(dist.providers) == {"nvidia", "amd"}
         assert dist.providers["nvidia"].plugin_api == "nvidia_variant_provider.plugin:NvidiaVariantPlugin"
+        assert dist.providers["amd"].plugin_api == AMD_PLUGIN
         assert dist.variant_desc.is_null_variant() == (flavour == "cpu")
         # the payload is untouched; METADATA differs only in its Version; build_info says the same version
         old_info = f"{wheel.DIST}-{base_name}.dist-info"
@@ -270,6 +330,45 @@ def test_variant_of_a_real_wheel(
     again.parent.mkdir()
     shutil.copyfile(original, again)
     assert variant.make_variant_wheel(again, toolchain, "auto", again.parent).read_bytes() == result.read_bytes()
+
+
+def _variant_json_of(wheel_path: Path) -> VariantDistInfo:
+    with zipfile.ZipFile(wheel_path) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/variant.json")]
+        parsed = VALIDATION_WHEEL_NAME_REGEX.fullmatch(wheel_path.name)
+        assert parsed is not None
+        return VariantDistInfo(zf.read(name), expected_label=parsed.group("variant_label"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("release", "gpu"), [("rocm5.2", "gfx90a"), ("rocm7.2", "gfx942")])
+def test_amds_plugin_selects_the_variant_of_a_real_rocm_wheel(
+    release: str,
+    gpu: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    variant_env: None,
+    installer_choice: Callable[[VariantsJson, str], list[str]],
+) -> None:
+    """The variant step on a real ROCm wheel (5.2: the session's Debian 12 build; 7.2: built in its sid root),
+    then variantlib's installer path with rocm-bootstrap's plugin: chosen on a GPU it was built for, not on
+    an RDNA3 card (gfx1100), where only the null variant is left."""
+    if release == "rocm5.2":
+        original = request.getfixturevalue("built_wheels")["rocm"]
+    else:
+        build: RootBuild = request.getfixturevalue("root_builds")["7.2"]
+        if build.wheel is None:
+            pytest.fail(f"the ROCm 7.2 wheel did not build in its root:\n{build.log[-5000:]}")
+        original = build.wheel
+    plain = tmp_path / original.name
+    shutil.copyfile(original, plain)
+    result = variant.make_variant_wheel(plain, _toolchain_of(plain), "auto", tmp_path)
+    assert result.name.endswith(f"-{release}.whl")
+    dist = _variant_json_of(result)
+    assert dist.providers["amd"].plugin_api == AMD_PLUGIN
+    assert installer_choice(dist, gpu) == [release, "null"]
+    assert installer_choice(dist, "gfx1100") == ["null"]
+    assert installer_choice(dist, f"gfx1100,{gpu}") == [release, "null"]  # any one of the machine's GPUs
 
 
 @pytest.mark.slow
@@ -314,11 +413,59 @@ def test_uv_installs_the_null_variant(built_wheels: dict[str, Path], tmp_path: P
     assert "+" not in result.name
 
 
+@pytest.mark.slow
+def test_uv_chooses_the_cuda_variant_with_its_builtin_nvidia_provider(
+    built_wheels: dict[str, Path], tmp_path: Path, variant_env: None
+) -> None:
+    """A release directory as an index serves it (the variant wheels plus the variants.json that
+    `variantlib generate-index-json` writes for them): uv's wheel-variants preview has its own NVIDIA provider
+    for nvidia_variant_provider.plugin:NvidiaVariantPlugin (PyPI has only a placeholder of the package), so it
+    needs nothing installed; forced to a driver and a GPU, it picks cu13 where both suffice, else null."""
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is in ci/requirements-test.txt"
+    index = tmp_path / "index"
+    index.mkdir()
+    for flavour in FLAVOURS:
+        plain = tmp_path / built_wheels[flavour].name
+        shutil.copyfile(built_wheels[flavour], plain)
+        variant.make_variant_wheel(plain, _toolchain_of(plain), "auto", index)
+    generate = [str(Path(sys.executable).parent / "variantlib"), "generate-index-json", "-d", str(index)]
+    subprocess.run(generate, check=True, capture_output=True)
+    version = next(index.glob("*-null.whl")).name.split("-")[1]
+    merged = VariantsJson(json.loads((index / f"{wheel.DIST}-{version}-variants.json").read_text()))
+    assert sorted(merged.variants) == ["cu13", "null", "rocm5.2"]
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True)
+
+    def chosen(driver: str, sm: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NV_VARIANT_PROVIDER_", "ROCM_BOOTSTRAP_"))}
+        env |= {"NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": driver, "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": sm}
+        install = [uv, "pip", "install", "--offline", "--no-index", "--find-links", str(index), "--no-deps"]
+        install += ["--reinstall", "--preview-features", "wheel-variants", "-p", str(venv / "bin" / "python")]
+        proc = subprocess.run(
+            [*install, "monarch-runtime"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (info,) = venv.glob(f"lib/python*/site-packages/{wheel.PACKAGE}/build_info.json")
+        label: str = json.loads(info.read_text())["variant"]["label"]
+        return label
+
+    assert chosen("13.5", "9.0") == "cu13"  # an H100 with a CUDA 13.5 driver
+    assert chosen("13.6", "8.0") == "cu13"  # an A100, newer driver
+    assert chosen("13.0", "9.0") == "null"  # the driver is older than the toolkit built with
+    assert chosen("13.5", "7.5") == "null"  # a T4: no sm_75 code in the wheel
+
+
 # --- validate_variant: the CUDA properties against the NVIDIA provider's value sets ---------------------
 
-# A stand-in for nvidia-variant-provider 0.0.2 (not on PyPI; a placeholder is): the same module path, plugin
-# class and value sets as its get_all_configs(), so variantlib's validate_variant() loads it through the
-# provider entry of variant.json exactly as an installer would load the real one.
+# A stand-in for nvidia-variant-provider 0.0.2, which cannot be installed from PyPI (PyPI has only the placeholder
+# 0.0.0a0, with no plugin module): the same module path, plugin class and value sets as its get_all_configs(),
+# so variantlib loads it through the provider entry of variant.json as it would load the real one. It checks
+# that the CUDA properties are values of those lists; it is not NVIDIA's detection (it supports nothing).
 _NVIDIA_STAND_IN = """
 from dataclasses import dataclass
 
@@ -373,6 +520,87 @@ def test_cuda_variant_validates_against_the_nvidia_provider(nvidia_stand_in: Non
         properties=[*dist.variant_desc.properties, VariantProperty("nvidia", "cuda_version_lower_bound", "12.0")]
     )
     assert validate_variant(twice, dist).multi_value_violations
+
+
+# --- the installer's choice: variantlib's resolver with the providers' plugins ----------------------------
+
+
+@pytest.fixture
+def fresh_plugin_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """variantlib caches what the plugins answered per process, keyed by the call and not by the environment;
+    each test (and each installer_choice) starts afresh, as each installer run would."""
+    monkeypatch.setattr(plugin_loader, "VARIANT_PROVIDER_CACHE_TABLE", {})
+
+
+@pytest.fixture
+def installer_choice(
+    monkeypatch: pytest.MonkeyPatch, fresh_plugin_answers: None
+) -> Callable[[VariantsJson, str], list[str]]:
+    """installer_choice(variants_json, gpus) -> the labels an installer would consider, best first, on a machine
+    whose AMD GPUs are ``gpus`` (rocm-bootstrap's ROCM_BOOTSTRAP_FORCE_GFX_ARCH, comma-separated; "" for none):
+    variantlib's get_variants_by_priority, which runs each provider named in variant.json in a subprocess."""
+
+    def choose(variants_json: VariantsJson, gpus: str) -> list[str]:
+        monkeypatch.delenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", raising=False)
+        monkeypatch.delenv("ROCM_BOOTSTRAP_DISABLE_DETECTION", raising=False)
+        if gpus:
+            monkeypatch.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", gpus)
+        else:  # this machine has none; detection off so the answer does not depend on the machine
+            monkeypatch.setenv("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1")
+        monkeypatch.setattr(plugin_loader, "VARIANT_PROVIDER_CACHE_TABLE", {})
+        chosen: list[Any] = get_variants_by_priority(variants_json=variants_json)
+        return [str(vdesc.label) for vdesc in chosen]
+
+    return choose
+
+
+def _release(*toolchains: Toolchain) -> VariantsJson:
+    """The index's {name}-{version}-variants.json for these builds' variant.json files, merged as
+    `variantlib generate-index-json` merges them."""
+    merged: VariantsJson | None = None
+    for toolchain in toolchains:
+        label, _, text = variant.variant_dist_info(toolchain, "auto")
+        dist = VariantDistInfo(text, expected_label=label)
+        if merged is None:
+            merged = dist
+        else:
+            merged.merge(dist)
+    assert merged is not None
+    return merged
+
+
+def test_installer_chooses_the_rocm_variant_with_amds_plugin(
+    installer_choice: Callable[[VariantsJson, str], list[str]],
+) -> None:
+    """The acceptance test: with rocm-bootstrap's real plugin, forced to an MI300X (gfx942) the installer's
+    choice includes the gfx90a/gfx942/gfx950 variant; forced to an RDNA3 card (gfx1100) it does not."""
+    release = _release(CPU, ROCM72)
+    assert installer_choice(release, "gfx942") == ["rocm7.2", "null"]
+    assert installer_choice(release, "gfx950") == ["rocm7.2", "null"]
+    assert installer_choice(release, "gfx1100") == ["null"]
+    assert installer_choice(release, "") == ["null"]  # no AMD GPU at all
+    # the old variant.json's extra property: a feature the plugin never reports, so never chosen
+    old = VariantDescription(
+        properties=[*release.variants["rocm7.2"].properties, VariantProperty("amd", "rocm_version", "7.2")],
+        label="old",
+    )
+    release.variants["old"] = old
+    assert installer_choice(release, "gfx942") == ["rocm7.2", "null"]
+
+
+def test_installer_choice_across_a_whole_release(
+    installer_choice: Callable[[VariantsJson, str], list[str]], nvidia_stand_in: None
+) -> None:
+    """Every variant of a release in one index (CUDA through the NVIDIA stand-in, which supports nothing
+    here): the ROCm 5.2 variant (gfx90a only) is chosen on an MI200 but not on an MI300X; the 6.4 and 7.2
+    variants have the same properties (the plugin reports no ROCm version), so an installer cannot tell them
+    apart: both are offered (docs/wheels.md: one ROCm major per index)."""
+    release = _release(CPU, CUDA, ROCM, ROCM64, ROCM72)
+    on_mi300 = installer_choice(release, "gfx942")
+    assert sorted(on_mi300[:2]) == ["rocm6.4", "rocm7.2"] and on_mi300[2:] == ["null"]
+    on_mi200 = installer_choice(release, "gfx90a")
+    assert sorted(on_mi200[:3]) == ["rocm5.2", "rocm6.4", "rocm7.2"] and on_mi200[3:] == ["null"]
+    assert installer_choice(release, "gfx1100") == ["null"]
 
 
 def test_null_variant_validates_without_any_provider() -> None:

@@ -74,8 +74,12 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
     define = f'-D{COLLECTIVE_SONAME_MACRO}="{tc.collective_soname}"'
     if side.name == "cuda":
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in tc.archs]
+        # nvcc's host compiler as detection chose it (buildcore/toolchain/host.py), as the build passes it.
+        host = tc.host.cuda_host if tc.host is not None else None
+        ccbin = ["-ccbin", os.fspath(host.path)] if host is not None else []
         return [
             os.fspath(tc.compiler),
+            *ccbin,
             "-x",
             "cu",
             "-std=c++17",

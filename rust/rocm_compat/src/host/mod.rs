@@ -1,7 +1,7 @@
-//! The `cpu` platform: every CUDA-named item emulated on the host (see each module).
+//! The `cpu` platform: every CUDA-named item emulated on the host (see each module). NCCL's names
+//! (`nccl.rs`) adapt the `host_collectives` crate's communicator.
 mod bridge;
 mod nccl;
-mod net;
 pub(crate) mod pages;
 mod runtime;
 
