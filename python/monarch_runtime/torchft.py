@@ -199,6 +199,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         self._lock = threading.Lock()
         self._listener: _Listener | None = None
         self._live: dict[m.Communicator, bool] = {}  # communicator -> whether it sends
+        self._serving: set[threading.Thread] = set()
         self._stopping = threading.Event()
         self._closed = False
         self.reports: list[dict[str, Any]] = []
@@ -310,11 +311,15 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
                     args=(outcome, flat, deadline, reports, errors),
                     name=f"monarch-peer-send-{handled}",
                 )
+                with self._lock:
+                    self._serving.add(thread)
                 thread.start()
                 threads.append(thread)
         finally:
             for thread in threads:
                 thread.join()
+            with self._lock:
+                self._serving.difference_update(threads)
             self.reports = reports
         if refusal is not None:
             raise refusal
@@ -331,18 +336,24 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         comm_device = self._comm_device(dev)
         uid = m.Communicator.unique_id()
         reply = self._handshake(where, uid, step, src_rank, deadline)
-        spec = pytree.treespec_loads(reply["skeleton"]["treespec"])
-        local = self._local_leaves(dev)
-        leaves = [self._receiver_leaf(entry, local, dev) for entry in reply["skeleton"]["leaves"]]
-        flat = {leaf.name: (leaf.wire if leaf.tensor else None) for leaf in leaves}
-        # When every tensor arrives in memory of the transport's own (nothing received in place), that
-        # memory is the shadow: transfer_state needs no second one (a failure drops it all).
-        scratch_only = all(leaf.scratch for leaf in leaves if leaf.tensor)
-        shadow = "none" if self._shadow == "auto" and scratch_only else self._shadow
+        # The donor is joining now: join at once, and abort if anything fails here before the transfer
+        # (the donor then fails at once instead of waiting for a transfer that never starts).
         self._synchronize(dev)
         comm = m.Communicator(uid, 2, 1, comm_device)
         try:
             self._track(comm, sending=False)
+            try:
+                spec = pytree.treespec_loads(reply["skeleton"]["treespec"])
+                local = self._local_leaves(dev)
+                leaves = [self._receiver_leaf(entry, local, dev) for entry in reply["skeleton"]["leaves"]]
+            except BaseException:
+                comm.abort()
+                raise
+            flat = {leaf.name: (leaf.wire if leaf.tensor else None) for leaf in leaves}
+            # When every tensor arrives in memory of the transport's own (nothing received in place),
+            # that memory is the shadow: transfer_state needs no second one (a failure drops it all).
+            scratch_only = all(leaf.scratch for leaf in leaves if leaf.tensor)
+            shadow = "none" if self._shadow == "auto" and scratch_only else self._shadow
             report = m.transfer_state(
                 comm,
                 flat,
@@ -389,11 +400,16 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         with self._lock:
             listener, self._listener = self._listener, None
             live = [comm for comm, sending in self._live.items() if sending or receives]
+            serving = list(self._serving)
             self._stopping.set()
         if listener is not None:
             listener.sock.close()
         for comm in live:
             comm.abort()
+        # Aborted, they return at once: once they have, nothing of the state is being sent.
+        for thread in serving:
+            if thread is not threading.current_thread():
+                thread.join()
 
     def _track(self, comm: m.Communicator, sending: bool) -> None:
         with self._lock:

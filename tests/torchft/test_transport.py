@@ -30,6 +30,7 @@ CASES = Path(__file__).with_name("transport_cases.py")
         pytest.param("timeouts_are_honoured", marks=pytest.mark.fault),
         pytest.param("disallow_stops_later_sends", marks=pytest.mark.fault),
         "shutdown_leaves_nothing",
+        pytest.param("receiver_failing_early_frees_the_donor", marks=pytest.mark.fault),
         pytest.param("bad_metadata_is_named", marks=pytest.mark.fault),
     ],
 )

@@ -261,6 +261,30 @@ def shutdown_leaves_nothing() -> None:
         pass
 
 
+def receiver_failing_early_frees_the_donor() -> None:
+    """A receiver whose own state_dict() raises after the handshake: the donor fails at once (the receiver
+    joins and aborts), not after the communicator's join timeout."""
+    net, opt = make(1)
+
+    def broken() -> object:
+        raise RuntimeError("the replica's state_dict() failed")
+
+    donor, receiver = PeerTransport(T), PeerTransport(T, state_dict=broken)
+    meta = donor.metadata()
+    thread, box = in_thread(lambda: receiver.recv_checkpoint(0, meta, 3, T))
+    start = time.monotonic()
+    try:
+        donor.send_checkpoint([1], 3, state(net, opt, 3), T)
+        raise AssertionError("sent to a receiver that failed")
+    except m.TransferAborted:
+        pass
+    assert time.monotonic() - start < 10
+    thread.join()
+    assert isinstance(box.get("error"), RuntimeError) and "state_dict() failed" in str(box["error"]), box
+    donor.shutdown()
+    receiver.shutdown()
+
+
 def bad_metadata_is_named() -> None:
     receiver = PeerTransport(T)
     for meta in ("<n/a>", '{"protocol": "x"}', "http://host:1234/checkpoint"):
@@ -280,6 +304,7 @@ CASES = {
         timeouts_are_honoured,
         disallow_stops_later_sends,
         shutdown_leaves_nothing,
+        receiver_failing_early_frees_the_donor,
         bad_metadata_is_named,
     )
 }
