@@ -1,7 +1,8 @@
 """PeerTransport's contract (tests/torchft/transport_cases.py, in the job venv: the CPU wheel installed
 with its [torchft] extra): several receivers at once, in place and allocated; a step mismatch and a
 shape mismatch named on both sides; every timeout honoured (no receiver, a silent donor, a stalled one);
-disallow_checkpoint() aborting a send in flight and refusing later ones; ten heals and shutdowns leaving
+disallow_checkpoint() aborting a send in flight and refusing later ones; a receiver failing after the
+handshake freeing its donor at once; ten heals and shutdowns leaving
 no descriptor or thread; metadata of another transport refused by name. Also: ``import monarch_runtime``
 never imports torch, and the wheel's [torchft] extra names torch and torchft (pip refuses it offline
 without them, installs it with them)."""
