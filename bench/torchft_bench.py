@@ -48,6 +48,8 @@ def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, sha
     from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL  # noqa: PLC0415
 
     torch.set_num_threads(1)
+    if device == "cuda":
+        torch.cuda.set_device(rank)  # one GPU per rank (NCCL/RCCL refuse two ranks on one GPU)
     store = TCPStore("127.0.0.1", port, world_size=2, is_master=False, wait_for_workers=False)
     pg = ProcessGroupNCCL(timeout=TIMEOUT) if device == "cuda" else ProcessGroupGloo(timeout=TIMEOUT)
     pg.configure(f"127.0.0.1:{port}/bench", "bench", rank, 2, quorum_id=1, group_rank=0, group_world_size=1)
