@@ -69,7 +69,21 @@ def _metadata(pyproject: Mapping[str, Any], source: Path, tc: toolchain.Toolchai
         readme=readme,
         license=str(license_text),
         classifiers=tuple(project.get("classifiers", ())),
+        extras=_extras(project),
     )
+
+
+def _extras(project: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``[project.optional-dependencies]`` as (name, requirements), in the file's order."""
+    table = project.get("optional-dependencies", {})
+    if not isinstance(table, Mapping):
+        raise BuildError("pyproject.toml: [project.optional-dependencies] must be a table of name = [requirements].")
+    extras = []
+    for name, reqs in table.items():
+        if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+            raise BuildError(f"pyproject.toml: optional-dependencies {name!r} must be a list of requirement strings.")
+        extras.append((str(name), tuple(reqs)))
+    return tuple(extras)
 
 
 def build_info(

@@ -34,6 +34,8 @@ class Metadata:
     readme: str
     license: str
     classifiers: tuple[str, ...]
+    #: ``[project.optional-dependencies]``: extra name -> its requirements (``pip install monarch-runtime[torchft]``)
+    extras: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def render(self) -> str:
         lines = [
@@ -45,9 +47,18 @@ class Metadata:
             f"Requires-Python: {self.requires_python}",
             *(f"Classifier: {c}" for c in self.classifiers),
             *(f"Requires-Dist: {r}" for r in self.requires_dist),
+            *(f"Provides-Extra: {name}" for name, _ in self.extras),
+            *(f'Requires-Dist: {_with_marker(r, name)}' for name, reqs in self.extras for r in reqs),
             "Description-Content-Type: text/markdown",
         ]
         return "\n".join(lines) + "\n\n" + self.readme
+
+
+def _with_marker(requirement: str, extra: str) -> str:
+    """``requirement`` needed only with ``extra``: its own marker (if any) and ``extra == "..."``."""
+    spec, sep, marker = requirement.partition(";")
+    condition = f'extra == "{extra}"'
+    return f"{spec.strip()}; ({marker.strip()}) and {condition}" if sep else f"{spec.strip()}; {condition}"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 #   - CUDA 13 nvcc + cudart + CCCL and NCCL from PyPI -> $MONARCH_TOOLCHAINS/cuda13 (a venv)
 #   - RCCL's header from Debian 13 (no system change) -> $MONARCH_TOOLCHAINS/rccl/usr/include/rccl/rccl.h
 #   - the Python test/build tools                     -> $MONARCH_TOOLCHAINS/test-venv
+#   - torch + torchft from PyPI (the TorchFT job tests) -> $MONARCH_TOOLCHAINS/torchft-venv
 #   - the native hipify scanner (rust/hipify_native)  -> that venv (when cargo is found)
 #   - current ROCm in Debian sid roots (ci/rocm-root.sh): HIP 6.4 -> $MONARCH_TOOLCHAINS/roots/rocm6.4,
 #     HIP 7.2 + RCCL 7.2 -> $MONARCH_TOOLCHAINS/roots/rocm7.2 (needs root: mounts and chroot)
@@ -67,6 +68,22 @@ if [[ ! -f "$STAMP" ]] || [[ "$(cat "$STAMP")" != "$want" ]]; then
   echo "$want" > "$STAMP"
 else
   log "pip: test tools already installed"
+fi
+# --- torch and torchft from PyPI, for the TorchFT job tests (ci/requirements-torchft.txt) ----------------
+# A venv of their own: the tests' job venvs see it through a .pth file and nothing of the test tools.
+# Reinstalled only when the requirements file changes (pip's download cache keeps the ~3 GB of wheels).
+TREQ="$(cd "$(dirname "$0")" && pwd)/requirements-torchft.txt"
+TSTAMP="$TC/torchft-venv/.requirements.sha256"
+twant=$(sha256sum "$TREQ" | cut -d' ' -f1)
+if [[ -f "$TSTAMP" ]] && [[ "$(cat "$TSTAMP")" == "$twant" ]] \
+  && "$TC/torchft-venv/bin/python" -c 'import torch, torchft' 2>/dev/null; then
+  log "pip: torch and torchft already installed"
+else
+  log "pip: installing torch and torchft from ci/requirements-torchft.txt (CUDA build from PyPI, runs on CPU)"
+  rm -rf "$TC/torchft-venv"
+  "$PY" -m venv "$TC/torchft-venv"
+  "$TC/torchft-venv/bin/pip" install -q -r "$TREQ"
+  echo "$twant" > "$TSTAMP"
 fi
 # --- the native hipify scanner (rust/hipify_native, PyO3) into the test venv --------------------------
 # Optional for tools/hipify (its Python engine is the reference), but ci/run-tests.sh requires it

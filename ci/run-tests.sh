@@ -12,6 +12,8 @@ export HIP_PLATFORM=amd
 export MONARCH_TEST_REQUIRE_NATIVE="${MONARCH_TEST_REQUIRE_NATIVE:-1}"
 # Likewise the ROCm 6.4/7.2 roots (tests/_roots.py): made by install-toolchains.sh, required here.
 export MONARCH_TEST_REQUIRE_ROOTS="${MONARCH_TEST_REQUIRE_ROOTS:-1}"
+# And torch + torchft (the torchft-venv toolchain): the TorchFT job tests (tests/torchft/) fail rather than skip.
+export MONARCH_TEST_REQUIRE_TORCHFT="${MONARCH_TEST_REQUIRE_TORCHFT:-1}"
 bash "$here/ci/install-toolchains.sh"
 cd "$here"
 exec "$MONARCH_TOOLCHAINS/test-venv/bin/python" -m pytest "$@"

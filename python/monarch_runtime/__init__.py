@@ -256,7 +256,8 @@ def transfer_state(
     of at most ``staging_bytes`` (pass the same value on both ranks). The receiver keeps what
     arrives in a *shadow* (``shadow="host"``, ``"device"`` or ``"auto"``, see docs/runtime.md),
     verifies each tensor's mr-sum64, and only when all match copies the shadow into its own tensors,
-    in place. So:
+    in place (``shadow="none"``: no shadow, straight into the receiver's tensors, for scratch targets
+    only: a failed transfer leaves them partly written, and the guarantees below do not hold). So:
 
     - ``ChecksumMismatch`` (``.buffers`` names the leaves) on both ranks if a tensor arrived
       different; the receiver's tensors are unchanged and the communicator stays usable;

@@ -87,7 +87,9 @@ def test_metadata_is_declared(flavour: str, built_wheels: dict[str, Path]) -> No
     assert meta["Name"] == "monarch-runtime"
     assert meta["Requires-Python"] == ">=3.9"  # matches the cp39-abi3 tag
     assert meta["Version"] == info["version"]
-    assert (meta.get_all("Requires-Dist") or []) == (["nvidia-nccl-cu13"] if flavour == "cuda" else [])
+    torchft_extra = ['torch>=2.7; extra == "torchft"', 'torchft>=0.2; extra == "torchft"']
+    assert (meta.get_all("Requires-Dist") or []) == (["nvidia-nccl-cu13"] if flavour == "cuda" else []) + torchft_extra
+    assert meta.get_all("Provides-Extra") == ["torchft"]
     for key in ("platform", "archs", "toolkit_version", "collective", "collective_library"):
         assert key in info
 

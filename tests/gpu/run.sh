@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (tests/gpu/test_gpu.py) against a CUDA (or ROCm) wheel built elsewhere, on a
+# Runs the GPU tests (tests/gpu/test_gpu.py, and test_torchft_gpu.py where torch + torchft are installed) against a CUDA (or ROCm) wheel built elsewhere, on a
 # machine with a GPU, in a few minutes and without network access if need be.
 #
 #   tests/gpu/run.sh WHEEL [WHEELHOUSE]
@@ -70,7 +70,7 @@ PY
 cd "$HERE"
 if "$VPY" -c "import pytest" 2>/dev/null; then
   status=0
-  timeout 600 "$VPY" -m pytest -q -rs -s -p no:cacheprovider --confcutdir "$HERE" "$HERE/test_gpu.py" || status=$?
+  timeout 600 "$VPY" -m pytest -q -rs -s -p no:cacheprovider --confcutdir "$HERE" "$HERE/test_gpu.py" "$HERE/test_torchft_gpu.py" || status=$?
 else
   status=0
   timeout 600 "$VPY" "$HERE/test_gpu.py" || status=$?

@@ -24,6 +24,10 @@
 //!    - a host shadow: each chunk is received into one staging buffer of `chunk` bytes (the only
 //!      device memory the transfer needs), checksummed there and copied to host memory.
 //!
+//!    - no shadow (`Shadow::None`, for scratch targets only): each chunk is received straight
+//!      into the receiver's own buffer and checksummed there; nothing to commit, and no guarantee
+//!      for the targets when the transfer fails.
+//!
 //!    A buffer's checksum is complete, and compared with the manifest, when its last chunk has
 //!    been checksummed.
 //! 4. receiver -> donor: the verdict (the names of the buffers that did not match, NUL-separated).
@@ -144,6 +148,11 @@ pub enum Shadow {
     Host,
     /// Device memory: no host round trip, but the device needs room for a second copy of the state.
     Device,
+    /// No shadow: each chunk lands straight in the receiver's own buffer (checksummed there as for a
+    /// device shadow). Without the all-or-nothing guarantee, so only for buffers that are scratch until
+    /// the transfer succeeds (freshly allocated targets, copied elsewhere afterwards): a failed transfer
+    /// leaves them partly written. Costs no second copy of the state and no commit.
+    None,
 }
 
 pub fn parse_shadow(name: &str) -> Result<Shadow> {
@@ -151,8 +160,9 @@ pub fn parse_shadow(name: &str) -> Result<Shadow> {
         "auto" => Ok(Shadow::Auto),
         "host" => Ok(Shadow::Host),
         "device" => Ok(Shadow::Device),
+        "none" => Ok(Shadow::None),
         other => Err(Error::Value(format!(
-            "shadow {other:?} is not one of auto, host, device"
+            "shadow {other:?} is not one of auto, host, device, none"
         ))),
     }
 }
@@ -161,7 +171,7 @@ pub fn parse_shadow(name: &str) -> Result<Shadow> {
 pub struct Report {
     /// "donor", "receiver" or "idle" (a rank that is neither).
     pub role: &'static str,
-    /// Where the receiver kept the incoming state: "host", "device" ("" on the donor).
+    /// Where the receiver kept the incoming state: "host", "device", "none" ("" on the donor).
     pub shadow: &'static str,
     pub peer: i32,
     pub buffers: usize,
@@ -508,7 +518,11 @@ fn receive(
     progress: &mut dyn FnMut(&str, usize, usize) -> Result<()>,
     report: &mut Report,
 ) -> Result<()> {
-    let keep = "the receiver's buffers are unchanged";
+    let keep = if shadow == Shadow::None {
+        "the receiver's buffers (no shadow) may be partly written"
+    } else {
+        "the receiver's buffers are unchanged"
+    };
     let handshake = |err| interrupted("receiver", err, 0, 0, "", keep);
     let header = comm.recv_host(16, donor).map_err(handshake)?;
     let (manifest_len, donor_chunk) = (u64_le(&header) as usize, u64_le(&header[8..]) as usize);
@@ -556,9 +570,21 @@ fn receive(
             .ok_or_else(|| Error::Value("the state's size overflows".into()))?;
     }
     let state_bytes: usize = entries.iter().map(|e| e.nbytes).sum();
+    // Straight into the receiver's own buffers (Shadow::None): the target of each entry.
+    let direct: Option<Vec<&Buffer>> = (shadow == Shadow::None && problems.is_empty()).then(|| {
+        entries
+            .iter()
+            .filter_map(|e| {
+                leaves
+                    .iter()
+                    .find(|(n, _)| *n == e.name)
+                    .and_then(|(_, l)| l.buffer())
+            })
+            .collect()
+    });
     let want_device = problems.is_empty()
         && match shadow {
-            Shadow::Host => false,
+            Shadow::Host | Shadow::None => false,
             Shadow::Device => true,
             Shadow::Auto => crate::memory::mem_info(comm.device())
                 .map(|(free, _)| free >= state_bytes + state_bytes / 8 + (256 << 20))
@@ -577,6 +603,8 @@ fn receive(
     }
     report.shadow = if device_shadow.is_some() {
         "device"
+    } else if direct.is_some() {
+        "none"
     } else {
         "host"
     };
@@ -628,23 +656,24 @@ fn receive(
             .collect();
         report.chunk_bytes = donor_chunk;
         let largest = entries.iter().map(|e| e.nbytes).max().unwrap_or(0);
-        // A device shadow receives in place, and a checker thread checksums each chunk (on a
-        // stream of its own) while the next one arrives.
+        // A device shadow (or, with no shadow, each target) receives in place, and a checker
+        // thread checksums each chunk (on a stream of its own) while the next one arrives.
         let (chunks_tx, chunks_rx) = std::sync::mpsc::channel::<(usize, usize, usize)>();
-        let checker = device_shadow.as_ref().map(|shadow| {
+        let in_place = device_shadow.is_some() || direct.is_some();
+        let checker = in_place.then(|| {
             let device = comm.device();
-            let places = &places;
+            let (places, device_shadow, direct) = (&places, &device_shadow, &direct);
             let count = entries.len();
             scope.spawn(move || -> Result<Vec<u64>> {
                 let stream = crate::memory::Stream::new(Some(device))?;
                 let mut sums = vec![0u64; count];
                 for (index, offset, len) in chunks_rx {
-                    let s = shadow.partial_checksum(
-                        places[index] + offset,
-                        len,
-                        (offset / 8) as u64,
-                        Some(&stream),
-                    )?;
+                    let (buffer, at) = match (device_shadow, direct) {
+                        (Some(shadow), _) => (shadow, places[index] + offset),
+                        (None, Some(targets)) => (targets[index], offset),
+                        (None, None) => unreachable!("checked on spawning"),
+                    };
+                    let s = buffer.partial_checksum(at, len, (offset / 8) as u64, Some(&stream))?;
                     sums[index] = sums[index].wrapping_add(s);
                 }
                 Ok(sums)
@@ -652,12 +681,13 @@ fn receive(
         });
         let mut entry_sums = vec![0u64; entries.len()];
         // A host shadow receives through one staging chunk.
-        let staging = match device_shadow {
-            Some(_) => None,
-            None => Some(Buffer::new_uninit(
+        let staging = if in_place {
+            None
+        } else {
+            Some(Buffer::new_uninit(
                 donor_chunk.min(largest),
                 Some(comm.device()),
-            )?),
+            )?)
         };
         let mut shadows = Vec::with_capacity(entries.len());
         let mut bad = Vec::new();
@@ -671,8 +701,8 @@ fn receive(
                 // The chunk's partial checksum is salted for its place in the buffer (offset is a
                 // multiple of 8).
                 let step = (|| {
-                    let sum_here = match (&staging, &device_shadow) {
-                        (Some(staging), _) => {
+                    let sum_here = match (&staging, &device_shadow, &direct) {
+                        (Some(staging), _, _) => {
                             comm.recv(staging, 0, len, donor)?;
                             let s = staging.partial_checksum(
                                 0,
@@ -683,7 +713,7 @@ fn receive(
                             staging.read(0, &mut host[offset..offset + len])?;
                             s
                         }
-                        (None, Some(shadow)) => {
+                        (None, Some(shadow), _) => {
                             let at = places[index] + offset;
                             cursor.store(at + len / 2, Ordering::Relaxed);
                             comm.recv(shadow, at, len, donor)?;
@@ -692,7 +722,14 @@ fn receive(
                             let _ = chunks_tx.send((index, offset, len));
                             0
                         }
-                        (None, None) => unreachable!("a staging buffer or a device shadow"),
+                        (None, None, Some(targets)) => {
+                            comm.recv(targets[index], offset, len, donor)?;
+                            let _ = chunks_tx.send((index, offset, len));
+                            0
+                        }
+                        (None, None, None) => {
+                            unreachable!("a staging buffer, a device shadow or the targets")
+                        }
                     };
                     progress(&entry.name, offset, len)?;
                     Ok(sum_here)
@@ -746,7 +783,7 @@ fn receive(
             return Err(Error::Checksum {
                 message: format!(
                     "checksum mismatch in buffer(s) {} received from rank {donor} (mr-sum64 of the arrived \
-                     bytes differs from the donor's); the receiver's buffers are unchanged",
+                     bytes differs from the donor's); {keep}",
                     quoted(&bad)
                 ),
                 buffers: bad,
@@ -789,6 +826,8 @@ fn receive(
             }
             Ok(())
         })?,
+        // No shadow: every chunk is already where it belongs.
+        None if direct.is_some() => {}
         None => {
             for (entry, host) in entries.iter().zip(&outcome) {
                 dest_of(entry).write(0, host)?;
@@ -953,6 +992,19 @@ mod tests {
         assert_eq!(r0.chunks, 16 + 1 + 64);
         assert_eq!((r0.role, r1.role), ("donor", "receiver"));
         assert_eq!(r0.checksums, r1.checksums);
+    }
+
+    #[test]
+    fn no_shadow_receives_straight_into_the_targets() {
+        let (r0, r1, after0, after1) = run(None, Shadow::None);
+        let (r0, r1) = (r0.unwrap(), r1.unwrap());
+        assert_eq!(after0, after1);
+        assert_eq!(r1.shadow, "none");
+        assert_eq!(r0.checksums, r1.checksums);
+        // Interrupted: both sides fail (the targets may hold part of the data: no guarantee here).
+        let (r0, r1, _, _) = run(Some(5), Shadow::None);
+        assert!(matches!(r1, Err(Error::TransferAborted { .. })), "{r1:?}");
+        assert!(matches!(r0, Err(Error::TransferAborted { .. })), "{r0:?}");
     }
 
     #[test]
