@@ -47,7 +47,7 @@ def files_under(root: Path) -> list[Path]:
 
 def make_generated(root: Path, size: int) -> None:
     """bench/hipify_bench.py's synthetic tree (templates, csrc/, golden files, Latin-1 files) of ``size`` bytes."""
-    spec = importlib.util.spec_from_file_location("_hipify_bench_for_tests", REPO / "bench" / "hipify_bench.py")
+    spec = importlib.util.spec_from_file_location("_hipify_corpus_for_tests", REPO / "bench" / "hipify_corpus.py")
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
