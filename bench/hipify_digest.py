@@ -190,8 +190,9 @@ def corpus_lines(corpus: Path, work: Path, *, subprocess_run: bool = True) -> li
     body = []
     for rel in rows:
         cells = [columns[n].get(rel, "-").removeprefix("file ") for n in OPTION_SETS]
-        body.append(f"{rel}\t" + "\t".join(cells))
-    return [*head, f"outputs ({len(rows)}): path, then one column per option set ({', '.join(OPTION_SETS)})", *body]
+        body.append(f"{rel}\t" + ("\t".join(cells) if len(set(cells)) > 1 else cells[0]))
+    about = f"path, then one column per option set ({', '.join(OPTION_SETS)}), or one when they are all equal"
+    return [*head, f"outputs ({len(rows)}): {about}", *body]
 
 
 def _digest_file(name: str) -> Path:
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpora", type=Path, default=Path("/tmp/pb/corpora"), help="where the corpora are")
     ap.add_argument("--work", type=Path, help="where the outputs go (default: a temporary directory; /dev/shm is quick)")
     ap.add_argument("--in-process", action="store_true", help="run hipify in this process (default: a fresh one)")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)
     names = args.names or list(CORPORA)
     unknown = [n for n in names if n not in CORPORA]
     if unknown:
