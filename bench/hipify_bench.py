@@ -39,11 +39,11 @@ from tools.hipify import HipifyOptions, hipify_tree  # noqa: E402
 from tools.hipify.engines import available, external_translator  # noqa: E402
 from tools.hipify.lint import lint_bytes  # noqa: E402
 from tools.hipify.mapping import MappingDatabase, load_database  # noqa: E402
-from tools.hipify.native import load as load_native  # noqa: E402
 from tools.hipify.translate import Translator  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from hipify_corpus import make_corpus  # noqa: E402
+
 
 def tree_bytes(root: Path) -> tuple[int, int]:
     n = size = 0
@@ -128,12 +128,10 @@ def both_cores(datas: list[bytes], db: MappingDatabase, engine: str, procs: int,
     that each take an interleaved share and start together (the work of ``hipify -j``, without its I/O)."""
     import multiprocessing  # noqa: PLC0415
 
-    kind = "python" if engine == "python" else "auto"
-
     def work(share: list[bytes]) -> None:
-        tr = Translator(db, (5, 2), engine=kind)
+        tr = Translator(db, (5, 2))
         for d in share:
-            lint_bytes(d, tr.translate(d).comment_spans, kind)
+            lint_bytes(d, tr.translate(d).comment_spans)
 
     work(datas[:20])  # warm the parent's caches, inherited by the children
     one = min(_wall(lambda: work(datas)) for _ in range(repeat))
@@ -233,22 +231,19 @@ def main() -> int:
         )
 
         datas = [p.read_bytes() for p in sorted(corpus.rglob("*")) if p.is_file()]
-        engines = ["python"] + (["native"] if load_native() is not None else [])
-        if len(engines) == 1:
-            print("native scanner: not installed (pip install ./rust/hipify_native); Python engine only")
+        engines = ["python"]
         rates: dict[tuple[str, str], tuple[float, float, float]] = {}
         for engine in engines:
-            tr = Translator(db, (5, 2), engine="python" if engine == "python" else "auto")
-            lint_engine = "python" if engine == "python" else "auto"
+            tr = Translator(db, (5, 2))
 
             def translate_only(tr: Translator = tr) -> None:
                 for d in datas:
                     tr.translate(d)
 
-            def translate_and_lint(tr: Translator = tr, lint_engine: str = lint_engine) -> None:
+            def translate_and_lint(tr: Translator = tr) -> None:
                 for d in datas:
                     r = tr.translate(d)
-                    lint_bytes(d, r.comment_spans, lint_engine)
+                    lint_bytes(d, r.comment_spans)
 
             for label, fn in (("translate", translate_only), ("translate + lint", translate_and_lint)):
                 w, c, b = timed(fn, args.repeat)

@@ -213,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("action", choices=("compare", "record"))
     ap.add_argument("names", nargs="*", metavar="NAME", help=f"corpora (default: all of {', '.join(CORPORA)})")
     ap.add_argument("--corpora", type=Path, default=Path("/tmp/pb/corpora"), help="where the corpora are")
-    ap.add_argument("--work", type=Path, help="where the outputs go (default: a temporary directory; /dev/shm is quick)")
+    ap.add_argument(
+        "--work", type=Path, help="where the outputs go (default: a temporary directory; /dev/shm is quick)"
+    )
     ap.add_argument("--in-process", action="store_true", help="run hipify in this process (default: a fresh one)")
     args = ap.parse_intermixed_args(argv)
     names = args.names or list(CORPORA)

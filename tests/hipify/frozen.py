@@ -88,7 +88,12 @@ SOUP_TOKENS = [
     *(b"cudaFree(p);", b"cudaDeviceSynchronize()", b"(void)", b"if (x) ", b"else ", b"case 1: ", b"#endif\n"),
     *(b"#define FULL 0xffffffff\n", b"const unsigned kFull = 0xffffffffu;", b"unsigned m = __activemask();"),
     *(b"__activemask()", b"~0u", b"-1", b"0x0000ffff", b"__syncwarp(", b"__match_any_sync(", b"/* c */", b"\x00"),
-    *(b"#include <cuda_bf16.h>", b"#include <cuda_fp4.h>", b"#include <cublas_v2.h>", b"#include <cuda_profiler_api.h>"),
+    *(
+        b"#include <cuda_bf16.h>",
+        b"#include <cuda_fp4.h>",
+        b"#include <cublas_v2.h>",
+        b"#include <cuda_profiler_api.h>",
+    ),
     *(b"#include <nvtx3/nvToolsExt.h>", b"#include <crt/x.h>", b"k", b"k<T>", b"ns::k", b"<<<g, b>>>(x)"),
     *(b"<<<1, 2, 0, s>>>();", b"__shfl_xor_sync(", b"__any_sync(", b"__syncwarp()", b"cuFooBar", b"CU_FOO"),
     *(b"nvrtcFoo", b"cudaThreadSynchronize", b"cudaLaunchCooperativeKernelMultiDevice", b"__nv_bfloat16"),
@@ -130,7 +135,13 @@ def make_soup(root: Path, files: int = 160, seed: int = 1) -> None:
     )
     _write(root, {"s0/masks.cuh": header})
     for crlf in (False, True):
-        body = [b'#include "masks.cuh"', b"#define FULL 0xffffffff", b"#define HALF (FULL >> 16)", b"#define BAD \\", b"  1"]
+        body = [
+            b'#include "masks.cuh"',
+            b"#define FULL 0xffffffff",
+            b"#define HALF (FULL >> 16)",
+            b"#define BAD \\",
+            b"  1",
+        ]
         body.append(b"__global__ void k(float* d, unsigned param, bool p) {")
         body.append(b"  float v = d[threadIdx.x];")
         for n, mask in enumerate(SPECIAL_MASKS):
@@ -277,7 +288,9 @@ def _empty_dir(tmp: Path) -> None:
 
 def _non_utf8_name(tmp: Path) -> None:
     src = tmp / "src"
-    _write(src, {"ok.cu": "void f() { cudaFree(0); }\n", "inc.cu": '#include "\xffx.h"\nvoid g() {}\n'.encode("latin-1")})
+    _write(
+        src, {"ok.cu": "void f() { cudaFree(0); }\n", "inc.cu": '#include "\xffx.h"\nvoid g() {}\n'.encode("latin-1")}
+    )
     for name, body in ((b"\xffx.cu", b"void g() { cudaMalloc(0, 1); }\n"), (b"\xffx.h", b"cudaStream_t s;\n")):
         with open(os.path.join(os.fsencode(src), name), "wb") as fh:
             fh.write(body)
@@ -286,11 +299,20 @@ def _non_utf8_name(tmp: Path) -> None:
 # -- the cases ------------------------------------------------------------------------------------------------
 
 _REPORT = ("--report", "{tmp}/report.json")
+_OUT_REPORT = ("-o", "{tmp}/out", *_REPORT, "--hip-version", "6.4")
 _CORPUS_OPTIONS = {
     "5.0": ("--hip-version", "5.0"),
     "5.2": ("--hip-version", "5.2"),
     "6.4-keep": ("--hip-version", "6.4", "--naming", "keep"),
-    "7.2-literals-launch": ("--hip-version", "7.2", "--translate-comments", "--launch", "hipLaunchKernelGGL", "-j", "1"),
+    "7.2-literals-launch": (
+        "--hip-version",
+        "7.2",
+        "--translate-comments",
+        "--launch",
+        "hipLaunchKernelGGL",
+        "-j",
+        "1",
+    ),
     "6.2-nolint-strict": ("--hip-version", "6.2.1", "--no-lint", "--no-unmapped", "--max-listed", "3", "--strict"),
     "6.4-jobs2": ("--hip-version", "6.4", "-j", "2"),
 }
@@ -330,12 +352,7 @@ CASES: list[Case] = [
         "file-arguments",
         "file arguments and two roots",
         make_odd_and_golden,
-        (
-            Step(
-                ("{tmp}/src/main.cu", "{tmp}/src/sub", "{tmp}/golden", "{tmp}/src/cuda/kern.cuh", "-o", "{tmp}/out")
-                + (*_REPORT, "--hip-version", "6.4", "-q")
-            ),
-        ),
+        (Step(("{tmp}/src/main.cu", "{tmp}/src/sub", "{tmp}/golden", "{tmp}/src/cuda/kern.cuh", *_OUT_REPORT, "-q")),),
     ),
     Case(
         "reruns",

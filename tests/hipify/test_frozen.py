@@ -26,7 +26,9 @@ def test_frozen(case: Case, tmp_path: Path) -> None:
 def test_every_expectation_has_a_case() -> None:
     names = {c.name for c in CASES}
     files = {p.stem for p in expectation_path("x").parent.glob("*.txt")}
-    assert files == names, f"expectations without a case: {sorted(files - names)}; cases without: {sorted(names - files)}"
+    assert files == names, (
+        f"expectations without a case: {sorted(files - names)}; cases without: {sorted(names - files)}"
+    )
 
 
 def test_a_difference_fails_with_the_diff(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, HipifyOpti
 from tools.hipify.tree import detect_hip_version, hipify_tree, parse_hip_version
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # argparse is imported only when the fast path below cannot parse the command line
+if TYPE_CHECKING:  # argparse is imported only when _fast_parse below cannot parse the command line
     import argparse
 
 
@@ -199,7 +199,7 @@ def _fast_parse(argv: list[str]) -> _Args | None:
 
 
 def write_error(output: Path, err: OSError) -> str:
-    """An I/O failure while writing the output (engine/tree.rs's ``io_error`` says the same)."""
+    """An I/O failure while writing the output."""
     where = f" ({err.filename})" if err.filename else ""
     out = os.path.normpath(os.path.abspath(output))
     return (
@@ -220,19 +220,6 @@ def version_text() -> str:
         f"python -m tools hipify: mapping database from HIPIFY {db.source_version or '(version not recorded)'} "
         f"({origin}), {len(db)} names, fingerprint {db.fingerprint}; default target: {target}"
     )
-
-
-def _keep_plan(options: HipifyOptions, hip_version: tuple[int, int] | None) -> None:
-    """Keep the native fast path's plan for these options current (tools/hipify/plan.py; see tools/__main__.py):
-    the next run with them then runs natively. Only where the native module can run it."""
-    from tools.hipify import native, plan  # noqa: PLC0415
-
-    try:
-        module = native.load()
-    except ToolError:
-        return
-    if module is not None and hasattr(module, "hipify_main"):
-        plan.refresh(options, hip_version)
 
 
 def main(argv: list[str]) -> int:
@@ -256,7 +243,6 @@ def main(argv: list[str]) -> int:
         result = hipify_tree(args.sources, args.output, options)
     except OSError as err:  # (reading a source is a finding; this is writing the output)
         raise ToolError(write_error(args.output, err), exit_code=1) from None
-    _keep_plan(options, result.hip_version)
     if args.report is not None:
         import json  # noqa: PLC0415 - only with --report
 

@@ -42,10 +42,8 @@ SOURCE_SUFFIXES = frozenset(
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 STATE_FILE = ".hipify-state.json"
 STATE_SCHEMA = "monarch-runtime/hipify-state/v1"
-# Below this much changed input a process pool costs more than it saves (its start, and sending results
-# back); the native engine is ~5x faster per byte, so its pool pays off only for much larger trees.
+# Below this much changed input a process pool costs more than it saves (its start, and sending results back).
 PARALLEL_MIN_BYTES = 2 << 20
-NATIVE_PARALLEL_MIN_BYTES = 24 << 20
 
 # (compiled where used: start-up time)
 _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
@@ -400,8 +398,7 @@ def _run_all(
     budget: int | None = RETAIN_BYTES,
 ) -> list[_Processed]:
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    threshold = NATIVE_PARALLEL_MIN_BYTES if _translator(*key).native else PARALLEL_MIN_BYTES
-    if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < threshold):
+    if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < PARALLEL_MIN_BYTES):
         return _process_batch(items, key, lint, budget)
     import multiprocessing  # noqa: PLC0415 - only when a pool is worth it (start-up time)
     from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
