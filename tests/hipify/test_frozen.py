@@ -10,12 +10,6 @@ import pytest
 from frozen import CASES, WRITE_COMMAND, Case, difference, expectation_path, run_case
 
 
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """hipify's compiled cache goes to the session's own directory (never the user's)."""
-    monkeypatch.setenv("MONARCH_HIPIFY_CACHE", str(tmp_path_factory.getbasetemp() / "hipify-cache"))
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_frozen(case: Case, tmp_path: Path) -> None:
     assert expectation_path(case.name).is_file(), f"write it with `{WRITE_COMMAND} {case.name}` and review it"

@@ -281,17 +281,8 @@ class Translator:
         self.target: Target = load_target(hip_version)
         self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
-        # The names the scanner must stop on depend only on the database, the target and the options:
-        # derived once, then kept in the compiled cache (a walk over all ~9,000 names otherwise).
-        from tools.hipify import cache  # noqa: PLC0415
-
-        key = f"{db.fingerprint}/{cache.code_fingerprint()}/{hip_version}/{report_unmapped}"
-        cached = cache.load("prefixes", key)
-        if isinstance(cached, frozenset) and all(isinstance(p, bytes) and p for p in cached):
-            prefixes: set[bytes] = set(cached)
-        else:
-            prefixes = self._derive_prefixes(db, hip_version)
-            cache.store("prefixes", key, frozenset(prefixes))
+        # The names the scanner must stop on: they depend on the database, the target and the options.
+        prefixes = self._derive_prefixes(db, hip_version)
         # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
         self.downgrades = {
             name: dg
@@ -299,9 +290,7 @@ class Translator:
             if (entry := db.lookup(dg.cuda_name)) is not None and not entry.available_in(hip_version)
         }
         self.launch = launch
-        self.scanner = cache.regex(
-            "scanner", f"{key}/{launch}", lambda: _build_scanner_source(prefixes, with_launch=launch), re.S
-        )
+        self.scanner = re.compile(_build_scanner_source(prefixes, with_launch=launch), re.S)
         self._ident = _Lazy(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")  # comments and strings
 
     def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:

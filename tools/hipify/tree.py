@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
 from tools.hipify import insert
-from tools.hipify.cache import code_fingerprint, sha256_hex
+from tools.hipify.hashing import code_fingerprint, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
 from tools.hipify.translate import RawFinding, Translator, positions

@@ -1,0 +1,76 @@
+"""SHA-256 digests: of inputs (without importing hashlib for small runs) and of this package's own code."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from functools import lru_cache
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# -- SHA-256 without importing hashlib for small inputs ------------------------------------------------
+# hashlib loads OpenSSL (~5 ms): more than a small run hashes. Python's built-in SHA-256 gives the same
+# digests, ~6x slower; once a process has hashed ~1 MB, hashlib (OpenSSL) takes over.
+_SWITCH_AT = 1 << 20
+_hashed = 0
+_openssl: Callable[[bytes], object] | None = None
+
+
+def _builtin_sha256() -> Callable[[bytes], object] | None:
+    for name in ("_sha256", "_sha2"):  # Python <= 3.11, >= 3.12
+        try:
+            fn: Callable[[bytes], object] = importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+        return fn
+    return None
+
+
+def sha256_hex(*chunks: bytes) -> str:
+    """SHA-256 of the concatenated chunks, as hex (exactly ``hashlib.sha256(b"".join(chunks)).hexdigest()``)."""
+    global _hashed, _openssl  # noqa: PLW0603 - one switch per process
+    _hashed += sum(map(len, chunks))
+    make = _openssl
+    if make is None and _hashed > _SWITCH_AT:
+        import hashlib  # noqa: PLC0415
+
+        make = _openssl = hashlib.sha256
+    if make is None:
+        make = _builtin_sha256() or _import_hashlib_sha256()
+    digest = make(b"")
+    for chunk in chunks:
+        digest.update(chunk)  # type: ignore[attr-defined]
+    hexdigest: str = digest.hexdigest()  # type: ignore[attr-defined]
+    return hexdigest
+
+
+def _import_hashlib_sha256() -> Callable[[bytes], object]:
+    global _openssl  # noqa: PLW0603
+    import hashlib  # noqa: PLC0415
+
+    _openssl = hashlib.sha256
+    return _openssl
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of this package's code and its non-mapping data (the downgrades, the target rules): a recorded
+    translation (the tree's state file) is reused only by the same tool. (The mapping layers are hashed
+    separately, into the database fingerprint.)"""
+    data_dir = os.path.join(_HERE, "data")
+    try:
+        names = [n for n in os.listdir(_HERE) if n.endswith(".py")]
+        names += [f"data/{n}" for n in os.listdir(data_dir) if n.startswith(("downgrades", "targets"))]
+    except OSError:
+        names = []
+    names.sort()
+    chunks = []
+    for rel in names:
+        try:
+            with open(os.path.join(_HERE, rel), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        chunks.append(rel.rpartition("/")[2].encode() + b"\0" + data)
+    return sha256_hex(*chunks)[:16]
