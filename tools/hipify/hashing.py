@@ -7,14 +7,19 @@ import os
 from collections.abc import Callable
 from functools import lru_cache
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing costs milliseconds to import: start-up time)
+    from typing import BinaryIO
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # -- SHA-256 without importing hashlib for small inputs ------------------------------------------------
 # hashlib loads OpenSSL (~5 ms): more than a small run hashes. Python's built-in SHA-256 gives the same
 # digests, ~6x slower; once a process has hashed ~1 MB, hashlib (OpenSSL) takes over.
 _SWITCH_AT = 1 << 20
+_PIECE = 1 << 20  # what file_sha256_hex reads at a time
 _hashed = 0
-_openssl: Callable[[bytes], object] | None = None
+_openssl: Callable[..., object] | None = None
 
 
 def _builtin_sha256() -> Callable[[bytes], object] | None:
@@ -45,7 +50,28 @@ def sha256_hex(*chunks: bytes) -> str:
     return hexdigest
 
 
-def _import_hashlib_sha256() -> Callable[[bytes], object]:
+def file_sha256_hex(fh: BinaryIO) -> str:
+    """SHA-256 of the open file ``fh`` (read from its start), as hex. A big file is hashed where it lies
+    (mapped, not read into memory), by OpenSSL, outside the GIL."""
+    global _hashed  # noqa: PLW0603 - one switch per process
+    first = fh.read(_PIECE)
+    if len(first) < _PIECE:
+        return sha256_hex(first)
+    import mmap  # noqa: PLC0415 - only for big files (start-up time)
+
+    make = _openssl or _import_hashlib_sha256()
+    try:
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            _hashed += len(mapped)
+            return str(make(mapped).hexdigest())  # type: ignore[attr-defined]
+    except (OSError, ValueError):  # (not a file that can be mapped: read it)
+        digest = make(first)
+        while piece := fh.read(_PIECE):
+            digest.update(piece)  # type: ignore[attr-defined]
+        return str(digest.hexdigest())  # type: ignore[attr-defined]
+
+
+def _import_hashlib_sha256() -> Callable[..., object]:
     global _openssl  # noqa: PLW0603
     import hashlib  # noqa: PLC0415
 

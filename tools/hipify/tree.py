@@ -12,10 +12,15 @@ from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
 from tools.hipify import insert
-from tools.hipify.hashing import code_fingerprint, sha256_hex
+from tools.hipify.hashing import code_fingerprint, file_sha256_hex, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
 from tools.hipify.translate import RawFinding, Translator, positions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing costs milliseconds to import: start-up time)
+    import threading
+    from typing import BinaryIO
 
 #: files translated (everything else under a source directory is copied byte for byte)
 SOURCE_SUFFIXES = frozenset(
@@ -206,6 +211,7 @@ _IncludeTuple = tuple[int, int, str, bool, bool]
 class _Processed:
     __slots__ = (
         "changed",
+        "copied_to",
         "data",
         "defines",
         "error",
@@ -225,7 +231,8 @@ class _Processed:
         self.path = path
         self.mode = "translate"  # translate | copy | error
         self.data: bytes | None = b""  # None: known from the previous run's record, not read again
-        self.evicted = False  # data dropped to bound memory (RETAIN_BYTES): re-translated when written
+        self.evicted = False  # data dropped to bound memory (RETAIN_BYTES) or a copy: made again when written
+        self.copied_to: str | None = None  # a copy already made, there (see _Copier)
         self.sha = ""
         self.changed = False
         self.findings: list[_FindingTuple] = []
@@ -261,13 +268,18 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res = _Processed(path)
     try:
         with open(path, "rb") as fh:
+            if not translate:  # copied when written, from the source: only its hash is needed now
+                res.mode = "copy"
+                res.sha = file_sha256_hex(fh)
+                res.data, res.evicted = None, True
+                return res
             data = fh.read()
     except OSError as err:
         res.mode = "error"
         res.error = f"cannot read: {err.strerror or err}"
         return res
     res.sha = sha256_hex(data)
-    if not translate or b"\0" in data[:8192]:
+    if b"\0" in data[:8192]:
         res.mode = "copy"
         res.data = data
         return res
@@ -319,6 +331,84 @@ def _process_batch(
                 retained += len(res.data)
         out.append(res)
     return out
+
+
+class _Copier:
+    """The files that are copied, not translated: hashed, and copied into a new output directory (to the path
+    each is the first to claim), while the translations run. Their work is in the kernel and OpenSSL, outside
+    the GIL, so a thread does it when there is enough of it."""
+
+    THREAD_BYTES = 1 << 20  # (less than this is done in the calling thread, when joined)
+
+    def __init__(self, items: list[tuple[str, str | None]], writer: _Writer) -> None:
+        self.items = items
+        self.writer = writer
+        self.results: list[_Processed] = []
+        self.error: BaseException | None = None
+        self.stop = False
+        self.thread: threading.Thread | None = None
+        total = 0
+        for path, _dst in items:
+            try:
+                total += os.stat(path).st_size
+            except OSError:
+                pass
+            if total >= self.THREAD_BYTES:
+                import threading  # noqa: PLC0415 - only for trees with much to copy (start-up time)
+
+                self.thread = threading.Thread(target=self._run, name="hipify-copies", daemon=True)
+                self.thread.start()
+                break
+
+    def _run(self) -> None:
+        try:
+            for path, dst in self.items:
+                if self.stop:
+                    return
+                self.results.append(_hash_and_copy(path, dst, self.writer))
+        except BaseException as err:  # (raised again in the calling thread)
+            self.error = err
+
+    def join(self) -> list[_Processed]:
+        """The results, in order (the work is done now if no thread did it); a write error is raised here."""
+        if self.thread is None:
+            self._run()
+        else:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.results
+
+    def cancel(self) -> None:
+        """Stop (the run failed): nothing more is copied once this returns."""
+        self.stop = True
+        if self.thread is not None:
+            self.thread.join()
+
+
+def _hash_and_copy(path: str, dst: str | None, writer: _Writer) -> _Processed:
+    """A copied file's result (its hash); copied to ``dst`` too, unless None."""
+    res = _Processed(path)
+    res.mode = "copy"
+    res.data, res.evicted = None, True  # (copied from the source when written)
+    try:
+        fh = open(path, "rb")  # (closed below; read twice)
+    except OSError as err:
+        res.mode = "error"
+        res.error = f"cannot read: {err.strerror or err}"
+        return res
+    with fh:
+        try:
+            res.sha = file_sha256_hex(fh)
+        except OSError as err:
+            res.mode = "error"
+            res.error = f"cannot read: {err.strerror or err}"
+            return res
+        if dst is not None:
+            fh.seek(0)
+            writer.copy_open(fh, dst)
+            res.copied_to = dst
+    return res
 
 
 # -- the tree pass -----------------------------------------------------------------------------------
@@ -451,11 +541,14 @@ class _Writer:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, _value: object, _tb: object) -> None:
-        if not self.fresh:
-            return
-        if kind is None and os.path.isdir(self.root):
+        if kind is not None:
+            self.discard()
+        elif self.fresh and os.path.isdir(self.root):
             os.rename(self.root, self.final)  # (nothing written: no directory, as before)
-        elif kind is not None:
+
+    def discard(self) -> None:
+        """What a failed run leaves: nothing of a new output directory."""
+        if self.fresh:
             import shutil  # noqa: PLC0415 - only on failure (start-up time)
 
             shutil.rmtree(self.root, ignore_errors=True)
@@ -476,6 +569,34 @@ class _Writer:
         with open(where, "wb") as fh:
             fh.write(data)
 
+    def copy_open(self, source: BinaryIO, path: str) -> None:
+        """Copy the open file ``source`` into a new output directory (a run's first write of ``path``)."""
+        where = self.root + path[len(self.final) :]
+        parent = os.path.dirname(where)
+        if parent not in self.made_dirs:
+            os.makedirs(parent, exist_ok=True)
+            self.made_dirs.add(parent)
+        with open(where, "wb") as dst:
+            _copy_file(source, dst)
+
+    def copy(self, source: Path, path: Path) -> bool:
+        """Make ``path`` a copy of the file ``source``; False when it already was one (an existing output)."""
+        if not self.fresh:
+            with open(source, "rb") as fh:
+                data = fh.read()
+            if _same_content(path, data):
+                return False
+            _write_atomic(path, data, self.made_dirs)
+            return True
+        where = self._where(path)
+        parent = os.path.dirname(where)
+        if parent not in self.made_dirs:
+            os.makedirs(parent, exist_ok=True)
+            self.made_dirs.add(parent)
+        with open(source, "rb") as src, open(where, "wb") as dst:
+            _copy_file(src, dst)
+        return True
+
     def same_content(self, path: Path, data: bytes) -> bool:
         return not self.fresh and _same_content(path, data)
 
@@ -484,6 +605,19 @@ class _Writer:
             return os.stat(self._where(path))
         except OSError:
             return None
+
+
+def _copy_file(src: BinaryIO, dst: BinaryIO) -> None:
+    """Copy ``src`` into ``dst`` in the kernel (sendfile: no bytes through Python), else by pieces."""
+    offset = 0
+    try:
+        while sent := os.sendfile(dst.fileno(), src.fileno(), offset, 1 << 30):
+            offset += sent
+    except (OSError, AttributeError):  # (no sendfile for these files: copy what is left by hand)
+        src.seek(offset)
+        dst.seek(offset)
+        while piece := src.read(1 << 20):
+            dst.write(piece)
 
 
 def _same_content(path: Path, data: bytes) -> bool:
@@ -552,135 +686,158 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     prev_files: dict[str, dict[str, object]] = prev_files_obj if isinstance(prev_files_obj, dict) else {}
     cache_ok = previous.get("fingerprint") == fingerprint
 
-    # Hash every input; only new or changed ones are translated (in parallel when worth it).
-    processed: list[_Processed | None] = []
-    todo: list[tuple[str, bool]] = []
-    todo_bytes = 0
-    for s in srcs:
-        path = str(s.path)
-        translate = s.path.suffix.lower() in SOURCE_SUFFIXES
-        hit = _from_cache(path, prev_files.get(path)) if cache_ok else None
-        if hit is not None:
-            processed.append(hit)
-            continue
-        processed.append(None)
-        todo.append((path, translate))
-        if opts.jobs is None:  # (the size decides whether a process pool is worth it)
-            try:
-                todo_bytes += os.stat(path).st_size
-            except OSError:
-                pass
-    budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
-    fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget)}
-    procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
-    procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
-    if redone:
-        todo += [(path, True) for path in redone if path not in fresh]
-        fresh.update({p.path: p for p in procs if p.path in redone})
-    if ext is not None:
-        for res in fresh.values():
-            _apply_external(res, ext)
-
-    # String keys: this pass touches every include of every file, and Path objects are slow to make.
-    by_key = {str(s.path): (s, p) for s, p in zip(srcs, procs)}
-    changed = {str(s.path): p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
-    out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
-    out_root = str(out_abs)
-
-    def out_info(src: _Source) -> tuple[Path, str, str]:
-        """(output path, as a string, its directory)"""
-        k = (str(src.path), changed[str(src.path)])
-        hit = out_cache.get(k)
-        if hit is None:
-            text = f"{out_root}/{_output_rel(src.rel.as_posix(), k[1], opts.naming)}"
-            hit = (Path(text), text, os.path.dirname(text))
-            out_cache[k] = hit
-        return hit
-
-    def out_of(src: _Source) -> Path:
-        return out_info(src)[0]
-
-    # Resolve project includes: includer dir first ("..."), then every source directory root.
-    root_strs = [str(r) for r in roots]
-    resolved: dict[str, list[tuple[int, _Source, str]]] = {}
-    joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
-
-    def join(base: str, spelling: str) -> str:
-        hit = joined.get((base, spelling))
-        if hit is None:
-            hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
-        return hit
-
-    # An include found neither next to the includer nor under a source root is reached through an include
-    # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
-    # the one file of the tree whose path ends in the spelling (none or several: left alone).
-    # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
-    # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
-    by_name: dict[str, list[_Source]] | None = None
-
-    def by_suffix(spelling: str) -> _Source | None:
-        nonlocal by_name
-        parts = spelling.split("/")
-        if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
-            return None
-        if by_name is None:
-            by_name = {}
-            for src in srcs:
-                by_name.setdefault(src.path.name, []).append(src)
-        tail = "/" + spelling
-        hits = [c for c in by_name.get(parts[-1], ()) if str(c.path).endswith(tail)]
-        if len(hits) != 1 or by_key[str(hits[0].path)][1].mode == "error":
-            return None
-        return hits[0]
-
-    for s, p in zip(srcs, procs):
-        if not p.includes:
-            continue
-        links = []
-        own_dir = str(s.path.parent)
-        bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
-        bases += [(r, False) for r in root_strs]
-        for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
-            for base, local in ([] if angled else [(own_dir, True)]) + bases:
-                found = by_key.get(join(base, spelling))
-                if found is not None and found[1].mode != "error":
-                    links.append((idx, found[0], "local" if local else "root"))
-                    break
-            else:
-                target = by_suffix(spelling)
-                if target is not None and target.path != s.path:
-                    links.append((idx, target, "dir"))
-        if links:
-            resolved[str(s.path)] = links
-
-    tr = _translator(*key)
-    additions = _additions(srcs, procs, resolved, tr.target.sync_define)
-    for src_key in additions:
-        changed[src_key] = True
-
-    def new_spelling(includer: _Source, target: _Source, how: str, spelling: str) -> str:
-        if how == "dir":  # as many trailing components of the output as the spelling has (renamed alike)
-            return "/".join(out_info(target)[1].split("/")[-(spelling.count("/") + 1) :])
-        # Relative to the includer's output directory, or to the output root for a source-root base.
-        out_base = out_info(includer)[2] if how == "local" else out_root
-        return _relative(out_info(target)[1], out_base)
-
-    # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
-    moved = True
-    while moved:
-        moved = False
-        for src_key, links in resolved.items():
-            if changed[src_key]:
+    # A new output directory is written into a staging directory beside it (see _Writer): the copies go
+    # there while the translations run.
+    writer = _Writer(out_abs)
+    try:
+        # Hash every input; only new or changed ones are translated (in parallel when worth it), the others
+        # are hashed (and, into a new output directory, copied) meanwhile.
+        out_root = str(out_abs)
+        processed: list[_Processed | None] = []
+        todo: list[tuple[str, bool]] = []
+        copies: list[tuple[str, str | None]] = []  # (source, where to copy it now: the first to claim it)
+        early: set[str] = set()
+        todo_bytes = 0
+        for s in srcs:
+            path = str(s.path)
+            translate = s.path.suffix.lower() in SOURCE_SUFFIXES
+            hit = _from_cache(path, prev_files.get(path)) if cache_ok else None
+            if hit is not None:
+                processed.append(hit)
                 continue
-            includer, proc = by_key[src_key]
-            for idx, target, how in links:
-                spelling = proc.includes[idx][2]
-                if proc.includes[idx][4] or new_spelling(includer, target, how, spelling) != spelling:
-                    changed[src_key] = True
-                    moved = True
-                    break
+            processed.append(None)
+            todo.append((path, translate))
+            if not translate:
+                # (a copy's output name does not depend on any other file; one a translation has cannot
+                # be a copy's: its suffix is a source suffix)
+                copy_to = f"{out_root}/{_output_rel(s.rel.as_posix(), False, opts.naming)}" if writer.fresh else None
+                copies.append((path, copy_to if copy_to not in early else None))
+                early.add(copy_to or "")
+            elif opts.jobs is None:  # (the size decides whether a process pool is worth it)
+                try:
+                    todo_bytes += os.stat(path).st_size
+                except OSError:
+                    pass
+        budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
+        copier = _Copier(copies, writer)
+        try:
+            translated = _run_all([t for t in todo if t[1]], key, opts.lint, opts.jobs, todo_bytes, budget=budget)
+        except BaseException:
+            copier.cancel()
+            raise
+        copied_now = copier.join()
+        fresh = {p.path: p for p in [*translated, *copied_now]}
+        procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
+        procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
+        if redone:
+            todo += [(path, True) for path in redone if path not in fresh]
+            fresh.update({p.path: p for p in procs if p.path in redone})
+        if ext is not None:
+            for res in fresh.values():
+                _apply_external(res, ext)
 
-    with _Writer(out_abs) as writer:
+        # String keys: this pass touches every include of every file, and Path objects are slow to make.
+        by_key = {str(s.path): (s, p) for s, p in zip(srcs, procs)}
+        changed = {str(s.path): p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
+        out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
+
+        def out_info(src: _Source) -> tuple[Path, str, str]:
+            """(output path, as a string, its directory)"""
+            k = (str(src.path), changed[str(src.path)])
+            hit = out_cache.get(k)
+            if hit is None:
+                text = f"{out_root}/{_output_rel(src.rel.as_posix(), k[1], opts.naming)}"
+                hit = (Path(text), text, os.path.dirname(text))
+                out_cache[k] = hit
+            return hit
+
+        def out_of(src: _Source) -> Path:
+            return out_info(src)[0]
+
+        # Resolve project includes: includer dir first ("..."), then every source directory root.
+        root_strs = [str(r) for r in roots]
+        resolved: dict[str, list[tuple[int, _Source, str]]] = {}
+        joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
+
+        def join(base: str, spelling: str) -> str:
+            hit = joined.get((base, spelling))
+            if hit is None:
+                hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
+            return hit
+
+        # An include found neither next to the includer nor under a source root is reached through an include
+        # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
+        # the one file of the tree whose path ends in the spelling (none or several: left alone).
+        # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
+        # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
+        by_name: dict[str, list[_Source]] | None = None
+
+        def by_suffix(spelling: str) -> _Source | None:
+            nonlocal by_name
+            parts = spelling.split("/")
+            if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
+                return None
+            if by_name is None:
+                by_name = {}
+                for src in srcs:
+                    by_name.setdefault(src.path.name, []).append(src)
+            tail = "/" + spelling
+            hits = [c for c in by_name.get(parts[-1], ()) if str(c.path).endswith(tail)]
+            if len(hits) != 1 or by_key[str(hits[0].path)][1].mode == "error":
+                return None
+            return hits[0]
+
+        for s, p in zip(srcs, procs):
+            if not p.includes:
+                continue
+            links = []
+            own_dir = str(s.path.parent)
+            bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
+            bases += [(r, False) for r in root_strs]
+            for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
+                for base, local in ([] if angled else [(own_dir, True)]) + bases:
+                    found = by_key.get(join(base, spelling))
+                    if found is not None and found[1].mode != "error":
+                        links.append((idx, found[0], "local" if local else "root"))
+                        break
+                else:
+                    target = by_suffix(spelling)
+                    if target is not None and target.path != s.path:
+                        links.append((idx, target, "dir"))
+            if links:
+                resolved[str(s.path)] = links
+
+        tr = _translator(*key)
+        additions = _additions(srcs, procs, resolved, tr.target.sync_define)
+        for src_key in additions:
+            changed[src_key] = True
+
+        def new_spelling(includer: _Source, target: _Source, how: str, spelling: str) -> str:
+            if how == "dir":  # as many trailing components of the output as the spelling has (renamed alike)
+                return "/".join(out_info(target)[1].split("/")[-(spelling.count("/") + 1) :])
+            # Relative to the includer's output directory, or to the output root for a source-root base.
+            out_base = out_info(includer)[2] if how == "local" else out_root
+            return _relative(out_info(target)[1], out_base)
+
+        # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
+        moved = True
+        while moved:
+            moved = False
+            for src_key, links in resolved.items():
+                if changed[src_key]:
+                    continue
+                includer, proc = by_key[src_key]
+                for idx, target, how in links:
+                    spelling = proc.includes[idx][2]
+                    if proc.includes[idx][4] or new_spelling(includer, target, how, spelling) != spelling:
+                        changed[src_key] = True
+                        moved = True
+                        break
+    except BaseException:
+        writer.discard()
+        raise
+
+    with writer:
         findings: list[Finding] = []
         outputs: dict[Path, Path] = {}
         written: list[Path] = []
@@ -773,6 +930,17 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 continue
             if p.data is None:  # from the cache (or evicted), but the output must be (re)made
                 remade += 0 if p.evicted else 1
+            if p.data is None and p.mode == "copy" and not edits:
+                if p.copied_to == str(dst) or writer.copy(s.path, dst):
+                    written.append(dst)
+                else:
+                    unchanged.append(dst)
+                stat = writer.stat(dst)
+                if stat is not None:
+                    record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
+                records[str(s.path)] = record
+                continue
+            if p.data is None:
                 again = _process(str(s.path), p.mode == "translate", key, lint=False)
                 if ext is not None:
                     _apply_external(again, ext)
@@ -879,6 +1047,8 @@ def _additions(
     # the runtime: decided for included headers before their includers (a header that gets the include
     # provides it); a cycle is broken by the order of the walk
     gets: dict[str, bytes | None] = {}
+    provided: dict[str, bool] = {}  # the files that get a runtime header: whether it is the whole runtime
+    provided_api: dict[str, bool] = {}  # the same files: each provides the API
     visiting: set[str] = set()
 
     def runtime_for(k: str) -> bytes | None:
@@ -890,7 +1060,6 @@ def _additions(
         for nxt in links.get(k, ()):
             runtime_for(nxt)
         f = facts.get(k, 0)
-        provided = {n: h == insert.RUNTIME_HEADER for n, h in gets.items() if h is not None}
         has_runtime = closure(k, insert.HAS_RUNTIME, provided)
         header: bytes | None = None
         if (
@@ -905,10 +1074,12 @@ def _additions(
         elif f & insert.USES_DEVICE and not has_runtime:
             header = insert.RUNTIME_HEADER
         elif f & insert.USES_API and not has_runtime:
-            api = {n: True for n, h in gets.items() if h is not None}
-            if not closure(k, insert.HAS_RUNTIME_API | insert.HAS_RUNTIME, api):
+            if not closure(k, insert.HAS_RUNTIME_API | insert.HAS_RUNTIME, provided_api):
                 header = insert.RUNTIME_API_HEADER
         gets[k] = header
+        if header is not None:
+            provided[k] = header == insert.RUNTIME_HEADER
+            provided_api[k] = True
         visiting.discard(k)
         return header
 
