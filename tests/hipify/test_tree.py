@@ -429,10 +429,10 @@ def _files(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_copies_into_a_new_output_are_those_into_an_existing_one(tmp_path: Path, write: Write, jobs: int) -> None:
-    """A new output directory gets its copies while the translations run (a thread, when there is more than
-    ``_Copier.THREAD_BYTES`` to copy), each by the first file to claim its output; an existing one gets them in
-    the write pass. The same bytes, findings and lists either way, two copies with one output included."""
-    big = bytes(range(256)) * (3 * tree_mod._Copier.THREAD_BYTES // 256)
+    """A new output directory gets its copies while the translations run (in the worker processes with -j 2),
+    each by the first file to claim its output; an existing one gets them in the write pass. The same bytes,
+    findings and lists either way, two copies with one output included."""
+    big = bytes(range(256)) * (3 << 12)  # 3 MiB
     write(
         tmp_path / "src",
         {

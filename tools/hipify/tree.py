@@ -19,7 +19,6 @@ from tools.hipify.translate import RawFinding, Translator, positions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # (typing costs milliseconds to import: start-up time)
-    import threading
     from typing import BinaryIO
 
 #: files translated (everything else under a source directory is copied byte for byte)
@@ -49,6 +48,7 @@ STATE_FILE = ".hipify-state.json"
 STATE_SCHEMA = "monarch-runtime/hipify-state/v1"
 # Below this much changed input a process pool costs more than it saves (its start, and sending results back).
 PARALLEL_MIN_BYTES = 2 << 20
+COPY_COST = 16  # a copied file's bytes count for 1/16 (hashing and copying them is ~16x cheaper than translating)
 
 # (compiled where used: start-up time)
 _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
@@ -191,7 +191,9 @@ def _project_mask_pass(
         return procs, set()
     table = project_masks(paths, wanted)
     found = {name for name, *_ in table}
-    redo = [(p.path, True) for p in procs if p.mode == "translate" and found.intersection(p.unresolved)]
+    redo: list[Item] = [
+        (p.path, True, None) for p in procs if p.mode == "translate" and found.intersection(p.unresolved)
+    ]
     if not redo:
         return procs, set()
     again = {r.path: r for r in _process_batch(redo, (*key[:5], table), lint)}
@@ -232,7 +234,7 @@ class _Processed:
         self.mode = "translate"  # translate | copy | error
         self.data: bytes | None = b""  # None: known from the previous run's record, not read again
         self.evicted = False  # data dropped to bound memory (RETAIN_BYTES) or a copy: made again when written
-        self.copied_to: str | None = None  # a copy already made, there (see _Copier)
+        self.copied_to: str | None = None  # a copy already made, there (see _hash_and_copy)
         self.sha = ""
         self.changed = False
         self.findings: list[_FindingTuple] = []
@@ -266,13 +268,10 @@ class _Processed:
 
 def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res = _Processed(path)
+    if not translate:  # copied when written, from the source: only its hash is needed now
+        return _hash_and_copy(path, None, None)
     try:
         with open(path, "rb") as fh:
-            if not translate:  # copied when written, from the source: only its hash is needed now
-                res.mode = "copy"
-                res.sha = file_sha256_hex(fh)
-                res.data, res.evicted = None, True
-                return res
             data = fh.read()
     except OSError as err:
         res.mode = "error"
@@ -314,16 +313,22 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
 RETAIN_BYTES = 32 * 1024 * 1024
 
 
+# (source, whether it is translated, where a copied one is copied now: into a new output directory, by the first
+# file that claims that output; None: when written)
+Item = tuple[str, bool, "str | None"]
+
+
 def _process_batch(
-    items: list[tuple[str, bool]],
+    items: list[Item],
     key: Key,
     lint: bool,
     budget: int | None = None,
+    writer: _Writer | None = None,
 ) -> list[_Processed]:
     out = []
     retained = 0
-    for path, translate in items:
-        res = _process(path, translate, key, lint)
+    for path, translate, copy_to in items:
+        res = _process(path, translate, key, lint) if translate else _hash_and_copy(path, copy_to, writer)
         if budget is not None and res.data:
             if retained and retained + len(res.data) > budget:  # (a lone big file is kept: no gain in evicting it)
                 res.data, res.evicted = None, True
@@ -333,61 +338,9 @@ def _process_batch(
     return out
 
 
-class _Copier:
-    """The files that are copied, not translated: hashed, and copied into a new output directory (to the path
-    each is the first to claim), while the translations run. Their work is in the kernel and OpenSSL, outside
-    the GIL, so a thread does it when there is enough of it."""
-
-    THREAD_BYTES = 1 << 20  # (less than this is done in the calling thread, when joined)
-
-    def __init__(self, items: list[tuple[str, str | None]], writer: _Writer) -> None:
-        self.items = items
-        self.writer = writer
-        self.results: list[_Processed] = []
-        self.error: BaseException | None = None
-        self.stop = False
-        self.thread: threading.Thread | None = None
-        total = 0
-        for path, _dst in items:
-            try:
-                total += os.stat(path).st_size
-            except OSError:
-                pass
-            if total >= self.THREAD_BYTES:
-                import threading  # noqa: PLC0415 - only for trees with much to copy (start-up time)
-
-                self.thread = threading.Thread(target=self._run, name="hipify-copies", daemon=True)
-                self.thread.start()
-                break
-
-    def _run(self) -> None:
-        try:
-            for path, dst in self.items:
-                if self.stop:
-                    return
-                self.results.append(_hash_and_copy(path, dst, self.writer))
-        except BaseException as err:  # (raised again in the calling thread)
-            self.error = err
-
-    def join(self) -> list[_Processed]:
-        """The results, in order (the work is done now if no thread did it); a write error is raised here."""
-        if self.thread is None:
-            self._run()
-        else:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.results
-
-    def cancel(self) -> None:
-        """Stop (the run failed): nothing more is copied once this returns."""
-        self.stop = True
-        if self.thread is not None:
-            self.thread.join()
-
-
-def _hash_and_copy(path: str, dst: str | None, writer: _Writer) -> _Processed:
-    """A copied file's result (its hash); copied to ``dst`` too, unless None."""
+def _hash_and_copy(path: str, dst: str | None, writer: _Writer | None) -> _Processed:
+    """A copied file's result (its hash); copied to ``dst`` in ``writer``'s new output directory too, unless
+    None. (The copy is made while the translations run; nothing else can claim that output: see hipify_tree.)"""
     res = _Processed(path)
     res.mode = "copy"
     res.data, res.evicted = None, True  # (copied from the source when written)
@@ -404,7 +357,7 @@ def _hash_and_copy(path: str, dst: str | None, writer: _Writer) -> _Processed:
             res.mode = "error"
             res.error = f"cannot read: {err.strerror or err}"
             return res
-        if dst is not None:
+        if dst is not None and writer is not None:
             fh.seek(0)
             writer.copy_open(fh, dst)
             res.copied_to = dst
@@ -479,17 +432,19 @@ def _options_key(
 
 
 def _run_all(
-    items: list[tuple[str, bool]],
+    items: list[Item],
     key: Key,
     lint: bool,
     jobs: int | None,
     total_bytes: int,
     *,
     budget: int | None = RETAIN_BYTES,
+    writer: _Writer | None = None,
 ) -> list[_Processed]:
+    """Every item's result, in order: in worker processes when there is enough work (``total_bytes``)."""
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < PARALLEL_MIN_BYTES):
-        return _process_batch(items, key, lint, budget)
+        return _process_batch(items, key, lint, budget, writer)
     import multiprocessing  # noqa: PLC0415 - only when a pool is worth it (start-up time)
     from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
@@ -501,10 +456,11 @@ def _run_all(
     results: dict[str, _Processed] = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         share = None if budget is None else budget // nbatches
-        for batch in pool.map(_process_batch, batches, [key] * nbatches, [lint] * nbatches, [share] * nbatches):
+        n = nbatches
+        for batch in pool.map(_process_batch, batches, [key] * n, [lint] * n, [share] * n, [writer] * n):
             for res in batch:
                 results[res.path] = res
-    return [results[path] for path, _ in items]
+    return [results[path] for path, _translate, _copy_to in items]
 
 
 def _write_atomic(path: Path, data: bytes, made_dirs: set[str] | None = None) -> None:
@@ -694,10 +650,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         # are hashed (and, into a new output directory, copied) meanwhile.
         out_root = str(out_abs)
         processed: list[_Processed | None] = []
-        todo: list[tuple[str, bool]] = []
-        copies: list[tuple[str, str | None]] = []  # (source, where to copy it now: the first to claim it)
+        todo: list[Item] = []
         early: set[str] = set()
-        todo_bytes = 0
+        todo_bytes = 0  # (what decides whether a process pool is worth it: a copy costs far less per byte)
         for s in srcs:
             path = str(s.path)
             translate = s.path.suffix.lower() in SOURCE_SUFFIXES
@@ -706,31 +661,26 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 processed.append(hit)
                 continue
             processed.append(None)
-            todo.append((path, translate))
-            if not translate:
-                # (a copy's output name does not depend on any other file; one a translation has cannot
-                # be a copy's: its suffix is a source suffix)
-                copy_to = f"{out_root}/{_output_rel(s.rel.as_posix(), False, opts.naming)}" if writer.fresh else None
-                copies.append((path, copy_to if copy_to not in early else None))
+            copy_to = None
+            if not translate and writer.fresh:
+                # (a copy's output name depends on no other file, and no translated file can have it: its
+                # suffix would be a source suffix; of two copies with one output, the first claims it)
+                copy_to = f"{out_root}/{_output_rel(s.rel.as_posix(), False, opts.naming)}"
+                copy_to = None if copy_to in early else copy_to
                 early.add(copy_to or "")
-            elif opts.jobs is None:  # (the size decides whether a process pool is worth it)
+            todo.append((path, translate, copy_to))
+            if opts.jobs is None:
                 try:
-                    todo_bytes += os.stat(path).st_size
+                    size = os.stat(path).st_size
                 except OSError:
-                    pass
+                    size = 0
+                todo_bytes += size if translate else size // COPY_COST
         budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
-        copier = _Copier(copies, writer)
-        try:
-            translated = _run_all([t for t in todo if t[1]], key, opts.lint, opts.jobs, todo_bytes, budget=budget)
-        except BaseException:
-            copier.cancel()
-            raise
-        copied_now = copier.join()
-        fresh = {p.path: p for p in [*translated, *copied_now]}
+        fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget, writer=writer)}
         procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
         procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
         if redone:
-            todo += [(path, True) for path in redone if path not in fresh]
+            todo += [(path, True, None) for path in redone if path not in fresh]
             fresh.update({p.path: p for p in procs if p.path in redone})
         if ext is not None:
             for res in fresh.values():
