@@ -13,9 +13,9 @@ tests/hipify/data, csrc/, a generated tree (bench/hipify_corpus.py), a seeded to
 cases (widths, shifts by the width or more, nesting past the bound), a hand-made odd tree (every resolution path,
 naming rule and odd file the tree pass has a branch for) and bad command lines and outputs.
 
-The expectations were first written from the Python path and the native engine before the latter was removed
-(the two agreed on every byte). They change only when the behaviour does: then write them again and review
-every changed line. ``--write`` is a command for a person; it refuses to run under pytest.
+The expectations were first written from the outputs of commit 0d050ad. They change only when the behaviour
+does: then write them again and review every changed line. ``--write`` is a command for a person; it refuses to
+run under pytest.
 """
 
 from __future__ import annotations

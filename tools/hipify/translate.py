@@ -121,7 +121,7 @@ class FileResult:
 
 
 class _FileState:
-    """What one file's pass collects besides the output (both engines fill it through the same methods)."""
+    """What one file's pass collects besides the output."""
 
     __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
 
