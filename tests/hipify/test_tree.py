@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
@@ -462,3 +464,37 @@ def test_copies_into_a_new_output_are_those_into_an_existing_one(tmp_path: Path,
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".hipify-tmp")]
     again = hipify_tree([tmp_path / "src"], tmp_path / "new", opts)  # a rerun: nothing to copy
     assert again.written == [] and len(again.unchanged) == len(new.written)
+
+
+def test_a_worker_process_error_is_the_runs_error(
+    tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With -j 2 the work is shared with a forked process: an error there (a write error, here) is raised in the
+    run as it was raised there, and a worker that dies is one clear error; a new output directory is not made."""
+    write(tmp_path / "src", {**TREE, **{f"d/f{i}.txt": f"{i}\n" for i in range(40)}})
+    real = tree_mod._hash_and_copy
+    parent = os.getpid()
+
+    def in_the_worker(fail: Callable[[str], object]) -> Callable[..., object]:
+        def copy(path: str, *args: object) -> object:
+            if os.getpid() != parent:
+                fail(path)
+            else:
+                time.sleep(0.02)  # (the parent is slow: the worker takes chunks too)
+            return real(path, *args)  # type: ignore[arg-type]
+
+        return copy
+
+    def no_space(path: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(tree_mod, "_hash_and_copy", in_the_worker(no_space))
+    with pytest.raises(OSError) as caught:
+        hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=2))
+    assert caught.value.errno == errno.ENOSPC and caught.value.strerror == "No space left on device"
+    assert caught.value.filename.startswith(str(tmp_path / "src"))
+    monkeypatch.setattr(tree_mod, "_hash_and_copy", in_the_worker(lambda _path: os._exit(9)))
+    with pytest.raises(ToolError, match=r"worker process \d+ ended without its results") as died:
+        hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=2))
+    assert died.value.exit_code == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no output, no staging directory

@@ -318,22 +318,36 @@ RETAIN_BYTES = 32 * 1024 * 1024
 Item = tuple[str, bool, "str | None"]
 
 
+class _Retention:
+    """What a process keeps of translated bytes: up to ``limit`` (None: everything)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def keep(self, res: _Processed) -> None:
+        if self.limit is None or not res.data:
+            return
+        if self.held and self.held + len(res.data) > self.limit:  # (a lone big file is kept: no gain in evicting it)
+            res.data, res.evicted = None, True
+        else:
+            self.held += len(res.data)
+
+
 def _process_batch(
     items: list[Item],
     key: Key,
     lint: bool,
-    budget: int | None = None,
+    retention: _Retention | None = None,
     writer: _Writer | None = None,
 ) -> list[_Processed]:
     out = []
-    retained = 0
     for path, translate, copy_to in items:
         res = _process(path, translate, key, lint) if translate else _hash_and_copy(path, copy_to, writer)
-        if budget is not None and res.data:
-            if retained and retained + len(res.data) > budget:  # (a lone big file is kept: no gain in evicting it)
-                res.data, res.evicted = None, True
-            else:
-                retained += len(res.data)
+        if retention is not None:
+            retention.keep(res)
         out.append(res)
     return out
 
@@ -431,36 +445,122 @@ def _options_key(
     )
 
 
-def _run_all(
+def _run_all(  # noqa: PLR0917
     items: list[Item],
+    costs: list[int],
     key: Key,
     lint: bool,
     jobs: int | None,
-    total_bytes: int,
-    *,
     budget: int | None = RETAIN_BYTES,
     writer: _Writer | None = None,
 ) -> list[_Processed]:
-    """Every item's result, in order: in worker processes when there is enough work (``total_bytes``)."""
+    """Every item's result, in order: shared with forked worker processes when there is enough work (``costs``:
+    an estimate of each item's, in bytes of translated input)."""
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < PARALLEL_MIN_BYTES):
-        return _process_batch(items, key, lint, budget, writer)
-    import multiprocessing  # noqa: PLC0415 - only when a pool is worth it (start-up time)
-    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+    if (
+        workers <= 1
+        or len(items) < 2
+        or (jobs is None and sum(costs) < PARALLEL_MIN_BYTES)
+        or not hasattr(os, "fork")  # (-j needs fork: the platforms without it run it here)
+    ):
+        return _process_batch(items, key, lint, _Retention(budget), writer)
+    return _forked(items, costs, key, lint, min(workers, len(items)), budget, writer)
 
-    # Batches of roughly equal size, interleaved so big files spread over workers.
-    nbatches = min(len(items), workers * 4)
-    batches = [items[i::nbatches] for i in range(nbatches)]
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    results: dict[str, _Processed] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        share = None if budget is None else budget // nbatches
-        n = nbatches
-        for batch in pool.map(_process_batch, batches, [key] * n, [lint] * n, [share] * n, [writer] * n):
-            for res in batch:
-                results[res.path] = res
-    return [results[path] for path, _translate, _copy_to in items]
+
+def _chunks(costs: list[int], count: int) -> list[list[int]]:
+    """Item indexes in ``count`` chunks of about equal total cost (the costliest first, each into the lightest
+    chunk), each in the items' order."""
+    totals = [0] * count
+    chunks: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(len(costs)), key=costs.__getitem__, reverse=True):
+        lightest = totals.index(min(totals))
+        chunks[lightest].append(i)
+        totals[lightest] += max(costs[i], 1)
+    return [sorted(c) for c in chunks if c]
+
+
+def _forked(  # noqa: PLR0917
+    items: list[Item],
+    costs: list[int],
+    key: Key,
+    lint: bool,
+    workers: int,
+    budget: int | None,
+    writer: _Writer | None,
+) -> list[_Processed]:
+    """``items`` shared by this process and ``workers - 1`` forked ones (no pool to start: multiprocessing and
+    concurrent.futures cost more to import than a small tree takes). The work is cut into chunks of about equal
+    cost, handed out through a pipe, one byte a chunk, to whichever process is free (a neighbour's load slows
+    one process, not the run); each forked process sends its results back pickled, through a pipe of its own."""
+    import pickle  # noqa: PLC0415 - only here (start-up time)
+    import signal  # noqa: PLC0415
+
+    chunks = [[items[i] for i in c] for c in _chunks(costs, min(len(items), workers * 8, 255))]
+    queue_r, queue_w = os.pipe()
+    os.write(queue_w, bytes(range(len(chunks))))  # (at most 255 bytes: one write, well within a pipe)
+    os.close(queue_w)
+    share = None if budget is None else budget // workers
+
+    def take() -> list[_Processed]:
+        retention = _Retention(share)
+        out: list[_Processed] = []
+        while chunk := os.read(queue_r, 1):
+            out += _process_batch(chunks[chunk[0]], key, lint, retention, writer)
+        return out
+
+    children: list[tuple[int, int]] = []
+    try:
+        for _ in range(workers - 1):
+            result_r, result_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: its results (or its exception) go back through the pipe, then it ends
+                status = 1
+                try:
+                    os.close(result_r)
+                    try:
+                        payload: tuple[str, object] = ("ok", take())
+                        status = 0
+                    except BaseException as err:  # (raised again in the parent)
+                        payload = ("error", err)
+                    with os.fdopen(result_w, "wb") as sink:
+                        try:
+                            pickle.dump(payload, sink, protocol=pickle.HIGHEST_PROTOCOL)
+                        except Exception as err:  # (an exception that cannot be pickled)
+                            pickle.dump(("error", RuntimeError(f"{payload[1]!r}: {err}")), sink)
+                finally:
+                    os._exit(status)  # (nothing of the parent's to run or flush: no atexit, no buffers)
+            os.close(result_w)
+            children.append((pid, result_r))
+        results = take()
+        while children:
+            pid, result_r = children[0]
+            with os.fdopen(result_r, "rb") as source:
+                blob = source.read()
+            children.pop(0)
+            os.waitpid(pid, 0)
+            if not blob:
+                raise ToolError(
+                    f"hipify's worker process {pid} ended without its results (killed: out of memory?); nothing was "
+                    "written. Run again, or with -j 1 (one process).",
+                    exit_code=1,
+                )
+            kind, value = pickle.loads(blob)  # noqa: S301 - from our own forked process
+            if kind != "ok":
+                raise value
+            results += value
+    except BaseException:
+        for pid, result_r in children:  # (the run failed: its workers go too)
+            os.close(result_r)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        raise
+    finally:
+        os.close(queue_r)
+    by_path = {res.path: res for res in results}
+    return [by_path[path] for path, _translate, _copy_to in items]
 
 
 def _write_atomic(path: Path, data: bytes, made_dirs: set[str] | None = None) -> None:
@@ -651,8 +751,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         out_root = str(out_abs)
         processed: list[_Processed | None] = []
         todo: list[Item] = []
+        costs: list[int] = []  # (the bytes to translate: a copy costs far less per byte)
         early: set[str] = set()
-        todo_bytes = 0  # (what decides whether a process pool is worth it: a copy costs far less per byte)
         for s in srcs:
             path = str(s.path)
             translate = s.path.suffix.lower() in SOURCE_SUFFIXES
@@ -669,14 +769,13 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 copy_to = None if copy_to in early else copy_to
                 early.add(copy_to or "")
             todo.append((path, translate, copy_to))
-            if opts.jobs is None:
-                try:
-                    size = os.stat(path).st_size
-                except OSError:
-                    size = 0
-                todo_bytes += size if translate else size // COPY_COST
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0
+            costs.append(size if translate else size // COPY_COST)
         budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
-        fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget, writer=writer)}
+        fresh = {p.path: p for p in _run_all(todo, costs, key, opts.lint, opts.jobs, budget, writer)}
         procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
         procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
         if redone:
