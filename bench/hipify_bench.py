@@ -14,8 +14,8 @@ wall time; CPU time of all the tool's processes; peak memory (the largest proces
 ``%M``: a fresh process forked by a small one, so no parent's pages are counted). hipify-clang: one run. Every
 output tree is kept until the last run (a journal-less ext4 makes creating files slow for minutes after deleting
 many: bench/README.md). Also: ours on one small file against a bare interpreter (start-up), and ours' no-op rerun.
-``--compare-with DIR`` adds another checkout of this project (e.g. an older commit), run as ``python -S -m tools``
-(standard library only). It ends with the target, marked "meets target" or "SHORT of target".
+``--compare-with DIR`` adds another checkout of this project (e.g. an older commit), run the same way, with the
+same interpreter. It ends with the target, marked "meets target" or "SHORT of target".
 
 Prints figures; it is not a timed test.
 """
@@ -164,7 +164,7 @@ def bench_corpus(corpus: Path, parent: Path, args: argparse.Namespace, gnu_time:
             runs["hipify_torch"].add(*result)
 
     def other(i: int) -> None:
-        cmd = [sys.executable, "-S", "-m", "tools", "hipify", str(corpus), "-o", str(work / f"other-{i}"), "-q"]
+        cmd = [sys.executable, "-m", "tools", "hipify", str(corpus), "-o", str(work / f"other-{i}"), "-q"]
         result = measure(cmd, {**base_env, "PYTHONPATH": str(args.compare_with.resolve())}, work, gnu_time)
         if i:
             runs["other"].add(*result)
@@ -199,7 +199,7 @@ def bench_corpus(corpus: Path, parent: Path, args: argparse.Namespace, gnu_time:
     if args.compare_with:
         oth = runs["other"]
         print(
-            f"  {args.compare_with} (python -S -m tools hipify): {oth.cell(src_mb)}\n"
+            f"  {args.compare_with} (python -m tools hipify): {oth.cell(src_mb)}\n"
             f"    -> ours {oth.best / mine.best:.2f}x its throughput (wall), CPU {min(oth.cpus) / min(mine.cpus):.2f}x"
         )
     clang = hipify_clang(corpus, work, files, include_dirs, args)

@@ -60,3 +60,12 @@ def test_a_changed_layer_changes_the_database(tmp_path: Path) -> None:
     assert after.fingerprint != before.fingerprint
     assert after.fingerprint == hashing.sha256_hex(layer.read_bytes())[:16]
     assert Translator(after, None).translate(b"x = cudaThingA();\n").data == b"x = hipThingB();\n"
+
+
+@pytest.mark.parametrize("size", [0, 10, (1 << 20) - 1, 1 << 20, (3 << 20) + 7])
+def test_file_sha256_hex_is_hashlibs(tmp_path: Path, size: int) -> None:
+    data = (bytes(range(251)) * (size // 251 + 1))[:size]
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    with open(path, "rb") as fh:
+        assert hashing.file_sha256_hex(fh) == hashlib.sha256(data).hexdigest()

@@ -223,6 +223,19 @@ def version_text() -> str:
 
 
 def main(argv: list[str]) -> int:
+    # A run allocates many small containers (findings, records) and makes almost no garbage cycles: the cyclic
+    # collector's default pace (a collection every 700 allocations) costs ~5% of it. Collected rarely here.
+    import gc  # noqa: PLC0415
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        return _main(argv)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _main(argv: list[str]) -> int:
     if "--version" in argv:
         print(version_text())
         return 0

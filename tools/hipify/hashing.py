@@ -54,9 +54,8 @@ def file_sha256_hex(fh: BinaryIO) -> str:
     """SHA-256 of the open file ``fh`` (read from its start), as hex. A big file is hashed where it lies
     (mapped, not read into memory), by OpenSSL, outside the GIL."""
     global _hashed  # noqa: PLW0603 - one switch per process
-    first = fh.read(_PIECE)
-    if len(first) < _PIECE:
-        return sha256_hex(first)
+    if os.fstat(fh.fileno()).st_size < _PIECE:
+        return sha256_hex(fh.read())
     import mmap  # noqa: PLC0415 - only for big files (start-up time)
 
     make = _openssl or _import_hashlib_sha256()
@@ -65,7 +64,7 @@ def file_sha256_hex(fh: BinaryIO) -> str:
             _hashed += len(mapped)
             return str(make(mapped).hexdigest())  # type: ignore[attr-defined]
     except (OSError, ValueError):  # (not a file that can be mapped: read it)
-        digest = make(first)
+        digest = make(b"")
         while piece := fh.read(_PIECE):
             digest.update(piece)  # type: ignore[attr-defined]
         return str(digest.hexdigest())  # type: ignore[attr-defined]
