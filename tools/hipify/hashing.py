@@ -14,9 +14,11 @@ if TYPE_CHECKING:  # (typing costs milliseconds to import: start-up time)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # -- SHA-256 without importing hashlib for small inputs ------------------------------------------------
-# hashlib loads OpenSSL (~5 ms): more than a small run hashes. Python's built-in SHA-256 gives the same
-# digests, ~6x slower; once a process has hashed ~1 MB, hashlib (OpenSSL) takes over.
+# hashlib loads OpenSSL (~3-5 ms): more than hashing a few small files costs. Python's built-in SHA-256 gives
+# the same digests, ~6x slower; hashlib (OpenSSL) takes over for an input of 256 KiB or more (the mapping
+# database's 0.8 MB, which every run hashes: ~3 ms built in) or once a process has hashed ~1 MB.
 _SWITCH_AT = 1 << 20
+_BIG = 1 << 18
 _PIECE = 1 << 20  # what file_sha256_hex reads at a time
 _hashed = 0
 _openssl: Callable[..., object] | None = None
@@ -35,9 +37,10 @@ def _builtin_sha256() -> Callable[[bytes], object] | None:
 def sha256_hex(*chunks: bytes) -> str:
     """SHA-256 of the concatenated chunks, as hex (exactly ``hashlib.sha256(b"".join(chunks)).hexdigest()``)."""
     global _hashed, _openssl  # noqa: PLW0603 - one switch per process
-    _hashed += sum(map(len, chunks))
+    size = sum(map(len, chunks))
+    _hashed += size
     make = _openssl
-    if make is None and _hashed > _SWITCH_AT:
+    if make is None and (_hashed > _SWITCH_AT or size >= _BIG):
         import hashlib  # noqa: PLC0415
 
         make = _openssl = hashlib.sha256
