@@ -380,11 +380,12 @@ def _hash_and_copy(path: str, dst: str | None, writer: _Writer | None) -> _Proce
 
 # -- the tree pass -----------------------------------------------------------------------------------
 class _Source:
-    __slots__ = ("base", "is_dir_root", "path", "rel", "root")
+    __slots__ = ("is_dir_root", "key", "path", "rel", "root")
 
-    def __init__(self, path: Path, rel: PurePosixPath, root: Path, is_dir_root: bool) -> None:
+    def __init__(self, path: Path, rel: str, root: Path, is_dir_root: bool) -> None:
         self.path = path  # absolute, normalised
-        self.rel = rel  # relative to its root
+        self.key = str(path)  # (the tree pass looks files up by it, often)
+        self.rel = rel  # relative to its root, "/"-separated
         self.root = root  # the source directory (or the file's parent for a file argument)
         self.is_dir_root = is_dir_root
 
@@ -425,9 +426,9 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
                 rel_dir = dirpath[prefix_len:].replace(os.sep, "/")
                 for name in sorted(filenames):
                     rel = f"{rel_dir}/{name}" if rel_dir else name
-                    found.append(_Source(Path(dirpath, name), PurePosixPath(rel), src, True))
+                    found.append(_Source(Path(dirpath, name), rel, src, True))
         else:
-            found.append(_Source(src, PurePosixPath(src.name), src.parent, False))
+            found.append(_Source(src, src.name, src.parent, False))
     return found, roots
 
 
@@ -754,7 +755,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         costs: list[int] = []  # (the bytes to translate: a copy costs far less per byte)
         early: set[str] = set()
         for s in srcs:
-            path = str(s.path)
+            path = s.key
             translate = s.path.suffix.lower() in SOURCE_SUFFIXES
             hit = _from_cache(path, prev_files.get(path)) if cache_ok else None
             if hit is not None:
@@ -765,7 +766,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             if not translate and writer.fresh:
                 # (a copy's output name depends on no other file, and no translated file can have it: its
                 # suffix would be a source suffix; of two copies with one output, the first claims it)
-                copy_to = f"{out_root}/{_output_rel(s.rel.as_posix(), False, opts.naming)}"
+                copy_to = f"{out_root}/{_output_rel(s.rel, False, opts.naming)}"
                 copy_to = None if copy_to in early else copy_to
                 early.add(copy_to or "")
             todo.append((path, translate, copy_to))
@@ -776,8 +777,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             costs.append(size if translate else size // COPY_COST)
         budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
         fresh = {p.path: p for p in _run_all(todo, costs, key, opts.lint, opts.jobs, budget, writer)}
-        procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
-        procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
+        procs: list[_Processed] = [p if p is not None else fresh[s.key] for s, p in zip(srcs, processed)]
+        procs, redone = _project_mask_pass([s.key for s in srcs], procs, key, opts.lint)
         if redone:
             todo += [(path, True, None) for path in redone if path not in fresh]
             fresh.update({p.path: p for p in procs if p.path in redone})
@@ -786,16 +787,16 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 _apply_external(res, ext)
 
         # String keys: this pass touches every include of every file, and Path objects are slow to make.
-        by_key = {str(s.path): (s, p) for s, p in zip(srcs, procs)}
-        changed = {str(s.path): p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
+        by_key = {s.key: (s, p) for s, p in zip(srcs, procs)}
+        changed = {s.key: p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
         out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
 
         def out_info(src: _Source) -> tuple[Path, str, str]:
             """(output path, as a string, its directory)"""
-            k = (str(src.path), changed[str(src.path)])
+            k = (src.key, changed[src.key])
             hit = out_cache.get(k)
             if hit is None:
-                text = f"{out_root}/{_output_rel(src.rel.as_posix(), k[1], opts.naming)}"
+                text = f"{out_root}/{_output_rel(src.rel, k[1], opts.naming)}"
                 hit = (Path(text), text, os.path.dirname(text))
                 out_cache[k] = hit
             return hit
@@ -831,8 +832,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 for src in srcs:
                     by_name.setdefault(src.path.name, []).append(src)
             tail = "/" + spelling
-            hits = [c for c in by_name.get(parts[-1], ()) if str(c.path).endswith(tail)]
-            if len(hits) != 1 or by_key[str(hits[0].path)][1].mode == "error":
+            hits = [c for c in by_name.get(parts[-1], ()) if c.key.endswith(tail)]
+            if len(hits) != 1 or by_key[hits[0].key][1].mode == "error":
                 return None
             return hits[0]
 
@@ -854,7 +855,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                     if target is not None and target.path != s.path:
                         links.append((idx, target, "dir"))
             if links:
-                resolved[str(s.path)] = links
+                resolved[s.key] = links
 
         tr = _translator(*key)
         additions = _additions(srcs, procs, resolved, tr.target.sync_define)
@@ -943,12 +944,12 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 continue
             claimed[dst] = s.path
             edits: list[tuple[int, int, str]] = []
-            for idx, target, how in resolved.get(str(s.path), ()):
+            for idx, target, how in resolved.get(s.key, ()):
                 start, end, spelling, _angled, mapped = p.includes[idx]
                 new = new_spelling(s, target, how, spelling)
                 if new != spelling or mapped:
                     edits.append((start, end, new))
-            added = additions.get(str(s.path))
+            added = additions.get(s.key)
             if added is not None:
                 define, header = added
                 text = insert.render(define, header, bool(p.facts & insert.CRLF))
@@ -961,7 +962,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             record = p.record()
             record["out"] = str(dst)
             record["edits"] = [list(e) for e in edits]
-            prev = prev_files.get(str(s.path))
+            prev = prev_files.get(s.key)
             # (fresh results are compared by content instead)
             stat = writer.stat(dst) if p.data is None and not p.evicted else None
             if (
@@ -975,7 +976,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             ):
                 unchanged.append(dst)  # same input, same options, same output file: nothing to do
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
-                records[str(s.path)] = record
+                records[s.key] = record
                 continue
             if p.data is None:  # from the cache (or evicted), but the output must be (re)made
                 remade += 0 if p.evicted else 1
@@ -987,10 +988,10 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 stat = writer.stat(dst)
                 if stat is not None:
                     record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
-                records[str(s.path)] = record
+                records[s.key] = record
                 continue
             if p.data is None:
-                again = _process(str(s.path), p.mode == "translate", key, lint=False)
+                again = _process(s.key, p.mode == "translate", key, lint=False)
                 if ext is not None:
                     _apply_external(again, ext)
                 p.data = again.data
@@ -1005,7 +1006,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             stat = writer.stat(dst)
             if stat is not None:
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
-            records[str(s.path)] = record
+            records[s.key] = record
 
         # Stale outputs: recorded by the previous run into this directory, not produced now.
         removed: list[Path] = []
@@ -1075,8 +1076,8 @@ def _additions(
     - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
       that does (transitively), and does not define the macro itself: the macro must come before the first
       HIP header of the translation unit, and a header's own definition may come too late."""
-    facts = {str(s.path): p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
-    links = {k: [str(t.path) for _i, t, _l in v] for k, v in resolved.items()}
+    facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
+    links = {k: [t.key for _i, t, _l in v] for k, v in resolved.items()}
     out: dict[str, tuple[str | None, bytes | None]] = {}
 
     def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
