@@ -167,6 +167,8 @@ def _needle(pattern: bytes) -> bytes:
 # (rule, pattern source, needle, spec); patterns are compiled on first use (re caches them), so start-up
 # does not pay for the rules a run never needs.
 _COMPILED = [(rule, pattern, _needle(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]]
+# what _candidates tries, per pattern: (index, whether it needs device code, needle, pattern)
+_TRIES = [(i, rule in _DEVICE_RULES, needle, pattern) for i, (rule, pattern, needle, _spec) in enumerate(_COMPILED)]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
 # (compiled where used, through re's cache: most files never need them, and start-up time counts)
 _CONTEXT = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\("
@@ -222,13 +224,13 @@ def _line(code: bytes, offset: int) -> tuple[int, bytes]:
 def _candidates(code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
     """(any ``hipify:`` marker?, __global__/__device__/__shared__?, matches as (rule index, start, end),
     grouped by rule in rule order; rules about device code only run in files that have some)."""
-    device = any(marker in code for marker in _DEVICE_MARKERS)
+    device_file = any(map(code.__contains__, _DEVICE_MARKERS[:3]))  # (map: no generator frame per marker)
+    device = device_file or _DEVICE_MARKERS[3] in code
     out: list[tuple[int, int, int]] = []
-    for i, (rule, pattern, needle, _spec) in enumerate(_COMPILED):  # (compiled by re where used)
-        if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
+    for i, device_only, needle, pattern in _TRIES:  # (compiled by re where used)
+        if (device_only and not device) or (needle and needle not in code):
             continue
         out += [(i, *m.span()) for m in re.finditer(pattern, code)]
-    device_file = device and any(marker in code for marker in _DEVICE_MARKERS[:3])
     return b"hipify:" in code, device_file, out
 
 
