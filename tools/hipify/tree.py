@@ -1219,7 +1219,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         return None
     try:
         with open(path, "rb") as fh:
-            sha = sha256_hex(fh.read())
+            sha = file_sha256_hex(fh)
     except OSError:
         return None
     if sha != entry.get("sha"):
