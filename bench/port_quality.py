@@ -110,6 +110,25 @@ def run_ours(corpus: Path, out: Path, hip: str) -> tuple[float, dict[str, str], 
     return took, mapping, list(data["findings"])
 
 
+def hipify_torch_command(
+    corpus: Path,
+    out: Path,
+    checkout: Path,
+    include_dirs: list[str],
+    ignores: list[Path],
+    base_env: dict[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """hipify_torch's command line (``hipify_cli.py --v2``) for the whole ``corpus`` into ``out``, and its
+    environment; to be run in ``out``'s parent directory."""
+    cmd = [sys.executable, str(checkout / "hipify_cli.py"), "--project-directory", str(corpus)]
+    cmd += ["--output-directory", str(out), "--v2"]
+    # relative: it joins them to the output directory (an absolute one makes it write outside it)
+    cmd += ["--header-include-dirs", "[" + ";".join(include_dirs) + "]"]
+    if ignores:  # it stops on the first file that is not UTF-8: they are left out (it copies them as they are)
+        cmd += ["--ignores", "[" + ";".join(str(p) for p in ignores) + "]"]
+    return cmd, {**(os.environ if base_env is None else base_env), "PYTHONPATH": str(checkout)}
+
+
 def run_hipify_torch(
     corpus: Path,
     out: Path,
@@ -119,13 +138,8 @@ def run_hipify_torch(
     base_env: dict[str, str] | None = None,
 ) -> tuple[float, dict[str, str]]:
     dump = out.parent / f"{out.name}.dump.json"
-    cmd = [sys.executable, str(checkout / "hipify_cli.py"), "--project-directory", str(corpus)]
-    cmd += ["--output-directory", str(out), "--v2", "--dump-dict-file", str(dump)]
-    # relative: it joins them to the output directory (an absolute one makes it write outside it)
-    cmd += ["--header-include-dirs", "[" + ";".join(include_dirs) + "]"]
-    if ignores:  # it stops on the first file that is not UTF-8: they are left out (it copies them as they are)
-        cmd += ["--ignores", "[" + ";".join(str(p) for p in ignores) + "]"]
-    env = {**(os.environ if base_env is None else base_env), "PYTHONPATH": str(checkout)}
+    cmd, env = hipify_torch_command(corpus, out, checkout, include_dirs, ignores, base_env)
+    cmd += ["--dump-dict-file", str(dump)]
     t = time.perf_counter()
     subprocess.run(cmd, cwd=out.parent, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     took = time.perf_counter() - t
@@ -137,12 +151,17 @@ def run_hipify_torch(
     return took, mapping
 
 
+def cuda_bearing(files: list[Path]) -> list[Path]:
+    """The files hipify-clang is given (it parses each one: seconds a file): sources that mention CUDA."""
+    return [f for f in files if f.suffix in SOURCE_SUFFIXES and _CUDA_BEARING.search(f.read_bytes())]
+
+
 def run_hipify_clang(
     corpus: Path, out: Path, files: list[Path], include_dirs: list[str], cuda_headers: Path, root72: Path, jobs: int
 ) -> tuple[float, dict[str, str], dict[str, str]]:
     """hipify-clang on every CUDA-bearing file, one call per file (faster than one call for many), in the 7.2 root.
     Returns (seconds, source -> output, source -> why it failed)."""
-    bearing = [f for f in files if f.suffix in SOURCE_SUFFIXES and _CUDA_BEARING.search(f.read_bytes())]
+    bearing = cuda_bearing(files)
     spec = {
         "files": [str(f) for f in bearing],
         "corpus": str(corpus),

@@ -5,7 +5,6 @@
 #   - RCCL's header from Debian 13 (no system change) -> $MONARCH_TOOLCHAINS/rccl/usr/include/rccl/rccl.h
 #   - the Python test/build tools                     -> $MONARCH_TOOLCHAINS/test-venv
 #   - torch + torchft from PyPI (the TorchFT job tests) -> $MONARCH_TOOLCHAINS/torchft-venv
-#   - the native hipify scanner (rust/hipify_native)  -> that venv (when cargo is found)
 #   - current ROCm in Debian sid roots (ci/rocm-root.sh): HIP 6.4 -> $MONARCH_TOOLCHAINS/roots/rocm6.4,
 #     HIP 7.2 + RCCL 7.2 -> $MONARCH_TOOLCHAINS/roots/rocm7.2 (needs root: mounts and chroot)
 # A second run finds everything in place and returns in about a second.
@@ -85,28 +84,8 @@ else
   "$TC/torchft-venv/bin/pip" install -q -r "$TREQ"
   echo "$twant" > "$TSTAMP"
 fi
-# --- the native hipify scanner (rust/hipify_native, PyO3) into the test venv --------------------------
-# Optional for tools/hipify (its Python engine is the reference), but ci/run-tests.sh requires it
-# (MONARCH_TEST_REQUIRE_NATIVE=1). Built with the venv's maturin and the workspace's target/ (so cargo's
-# cache is reused); rebuilt only when the crate, the workspace manifest or Cargo.lock changes, or the venv
-# lost it. cargo as the build backend finds it: on PATH, or rustup's ~/.cargo/bin.
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-CARGO=$(PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin" command -v cargo || true)
-NSTAMP="$TC/test-venv/.hipify-native.sha256"
-nwant=$(cd "$ROOT" && { find rust/hipify_native -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-  sha256sum Cargo.toml Cargo.lock; } | sha256sum | cut -d' ' -f1)
-if [[ -f "$NSTAMP" ]] && [[ "$(cat "$NSTAMP")" == "$nwant" ]] \
-  && "$TC/test-venv/bin/python" -c 'import monarch_hipify_native' 2>/dev/null; then
-  log "pip: native hipify scanner already installed"
-elif [[ -z "$CARGO" ]]; then
-  log "cargo not found: native hipify scanner NOT installed (tools/hipify falls back to its Python engine;" \
-    "ci/run-tests.sh needs it: install Rust, https://rustup.rs, and run this script again)"
-else
-  log "pip: building the native hipify scanner (rust/hipify_native) into the test venv"
-  PATH="$(dirname "$CARGO"):$PATH" "$TC/test-venv/bin/pip" install -q --no-build-isolation "$ROOT/rust/hipify_native"
-  echo "$nwant" > "$NSTAMP"
-fi
 # --- current ROCm: Debian sid roots with HIP 6.4 and HIP 7.2 + RCCL 7.2 (ci/rocm-root.sh) -------------
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ $(id -u) -ne 0 ]]; then
   log "not root: the ROCm 6.4/7.2 roots were NOT made (ci/rocm-root.sh needs mounts and chroot); their tests" \
     "skip (or fail under MONARCH_TEST_REQUIRE_ROOTS=1). Run this script as root to make them."

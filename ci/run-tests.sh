@@ -7,10 +7,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 export MONARCH_TOOLCHAINS="${MONARCH_TOOLCHAINS:-$HOME/.cache/monarch-runtime/toolchains}"
 export HIP_PLATFORM=amd
-# The native hipify scanner (installed by install-toolchains.sh) must be there: its engine comparisons
-# (tests/hipify/test_native.py) fail rather than skip without it.
-export MONARCH_TEST_REQUIRE_NATIVE="${MONARCH_TEST_REQUIRE_NATIVE:-1}"
-# Likewise the ROCm 6.4/7.2 roots (tests/_roots.py): made by install-toolchains.sh, required here.
+# The ROCm 6.4/7.2 roots (tests/_roots.py) are made by install-toolchains.sh and required here: their tests
+# fail rather than skip without them.
 export MONARCH_TEST_REQUIRE_ROOTS="${MONARCH_TEST_REQUIRE_ROOTS:-1}"
 # And torch + torchft (the torchft-venv toolchain): the TorchFT job tests (tests/torchft/) fail rather than skip.
 export MONARCH_TEST_REQUIRE_TORCHFT="${MONARCH_TEST_REQUIRE_TORCHFT:-1}"

@@ -38,13 +38,3 @@ def _write(root: Path, files: dict[str, bytes | str]) -> None:
 def write() -> Callable[[Path, dict[str, bytes | str]], None]:
     """write(root, {relpath: content}) creates files."""
     return _write
-
-
-@pytest.fixture(scope="session")
-def generated_corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """~300 KB of bench/hipify_bench.py's synthetic tree, written once per session (the engine comparisons)."""
-    from _native_support import files_under, make_generated  # noqa: PLC0415
-
-    root = tmp_path_factory.mktemp("generated-corpus")
-    make_generated(root, 300_000)
-    return files_under(root)

@@ -91,3 +91,26 @@ def test_update_mappings_from_a_git_repository(tmp_path: Path) -> None:
     assert update_main([str(repo), "-o", str(out2)]) == 0  # a checkout: the commit is found too
     assert read_tsv(out2)[0]["source_commit"] == sha
     assert read_tsv(out)[1] == read_tsv(out2)[1]  # same rows either way
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "is-a-file"])
+def test_an_output_that_cannot_be_written_is_one_clear_error(tmp_path: Path, write: Write, where: str) -> None:
+    """An output directory that cannot be made (its parent is a file, or it is a file): one paragraph naming it and
+    how to fix it, exit 1, no traceback, nothing made (no staging directory left beside it)."""
+    write(tmp_path / "src", {"k.cu": "__global__ void k() {}\nvoid f() { cudaFree(0); }\n"})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    out = blocker / "out" if where == "parent-is-a-file" else blocker
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools", "hipify", str(tmp_path / "src"), "-o", str(out), "--hip-version", "6.4"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: cannot write the output into {out}: ")
+    assert "choose another with -o" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert blocker.read_text() == "not a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "src"]

@@ -198,7 +198,7 @@ def test_names_hip_gained_since_translate_only_for_targets_that_have_them(tmp_pa
     db = MappingDatabase.from_entries(read_tsv(out)[1])
     src = b"void f(int* w) { cudaDeviceGetTexture1DLinearMaxWidth(w, 0, 0, 0); }\n"
     for target, translated in (((6, 3), False), ((6, 4), True), ((7, 2), True), (None, True)):
-        res = Translator(db, target, engine="python").translate(src)
+        res = Translator(db, target).translate(src)
         assert (b"hipDeviceGetTexture1DLinearMaxWidth" in res.data) == translated, target
         version = [f for f in res.findings if f.kind == "version"]
         assert bool(version) == (not translated), target

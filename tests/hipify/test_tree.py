@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
@@ -236,13 +238,18 @@ def test_cache_skips_unchanged_inputs(tmp_path: Path, write: Write, monkeypatch:
     write(src, TREE)
     first = hipify_tree([src], out, OPTS)
     calls: list[str] = []
-    real = tree_mod._process
+    real, real_copy = tree_mod._process, tree_mod._hash_and_copy
 
     def counting(path: str, *args: object, **kwargs: object) -> object:
         calls.append(Path(path).name)
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tree_mod, "_process", counting)
+    def counting_copy(path: str, *args: object) -> object:
+        calls.append(Path(path).name)
+        return real_copy(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tree_mod, "_process", counting)  # (translated files)
+    monkeypatch.setattr(tree_mod, "_hash_and_copy", counting_copy)  # (copied ones)
     second = hipify_tree([src], out, OPTS)
     assert calls == []  # nothing re-translated
     assert [f.to_json() for f in second.findings] == [f.to_json() for f in first.findings]
@@ -412,3 +419,82 @@ def test_include_through_an_unknown_include_dir_follows_the_rename(tmp_path: Pat
         "#include <unistd.h>",  # the system's, not the project's Windows shim of that name
     ]
     assert (out / "Common/helper_hip.h").is_file() and (out / "Common/hip/detail.h").is_file()
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".hipify-state.json"
+    }
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_copies_into_a_new_output_are_those_into_an_existing_one(tmp_path: Path, write: Write, jobs: int) -> None:
+    """A new output directory gets its copies while the translations run (in the worker processes with -j 2),
+    each by the first file to claim its output; an existing one gets them in the write pass. The same bytes,
+    findings and lists either way, two copies with one output included."""
+    big = bytes(range(256)) * (3 << 12)  # 3 MiB
+    write(
+        tmp_path / "src",
+        {
+            **TREE,
+            "data/big.bin": big,
+            "cuda/notes.txt": "first\n",  # both -> hip/notes.txt: the first claims it
+            "hip/notes.txt": "second\n",
+            "z/late.dat": b"\x00" * 5000,
+        },
+    )
+    (tmp_path / "src" / "data" / "broken.bin").symlink_to(tmp_path / "nowhere")  # unreadable: a finding
+    opts = HipifyOptions(hip_version=(6, 4), jobs=jobs)
+    new = hipify_tree([tmp_path / "src"], tmp_path / "new", opts)
+    (tmp_path / "old").mkdir()
+    old = hipify_tree([tmp_path / "src"], tmp_path / "old", opts)
+    assert _files(tmp_path / "new") == _files(tmp_path / "old")
+    assert (tmp_path / "new" / "data" / "big.bin").read_bytes() == big
+    assert (tmp_path / "new" / "hip" / "notes.txt").read_text() == "first\n"
+    found = [
+        json.dumps(r.to_json()["findings"]).replace(str(tmp_path / d), "OUT") for r, d in ((new, "new"), (old, "old"))
+    ]
+    assert found[0] == found[1]
+    assert [f.rule for f in new.findings if f.kind == "error"] == ["unreadable", "output-collision"]
+    assert new.copied == old.copied  # (sources)
+    for a, b in ((new.written, old.written), (new.unchanged, old.unchanged)):
+        assert [p.relative_to(tmp_path / "new") for p in a] == [p.relative_to(tmp_path / "old") for p in b]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".hipify-tmp")]
+    again = hipify_tree([tmp_path / "src"], tmp_path / "new", opts)  # a rerun: nothing to copy
+    assert again.written == [] and len(again.unchanged) == len(new.written)
+
+
+def test_a_worker_process_error_is_the_runs_error(
+    tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With -j 2 the work is shared with a forked process: an error there (a write error, here) is raised in the
+    run as it was raised there, and a worker that dies is one clear error; a new output directory is not made."""
+    write(tmp_path / "src", {**TREE, **{f"d/f{i}.txt": f"{i}\n" for i in range(40)}})
+    real = tree_mod._hash_and_copy
+    parent = os.getpid()
+
+    def in_the_worker(fail: Callable[[str], object]) -> Callable[..., object]:
+        def copy(path: str, *args: object) -> object:
+            if os.getpid() != parent:
+                fail(path)
+            else:
+                time.sleep(0.02)  # (the parent is slow: the worker takes chunks too)
+            return real(path, *args)  # type: ignore[arg-type]
+
+        return copy
+
+    def no_space(path: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(tree_mod, "_hash_and_copy", in_the_worker(no_space))
+    with pytest.raises(OSError) as caught:
+        hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=2))
+    assert caught.value.errno == errno.ENOSPC and caught.value.strerror == "No space left on device"
+    assert caught.value.filename.startswith(str(tmp_path / "src"))
+    monkeypatch.setattr(tree_mod, "_hash_and_copy", in_the_worker(lambda _path: os._exit(9)))
+    with pytest.raises(ToolError, match=r"worker process \d+ ended without its results") as died:
+        hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=2))
+    assert died.value.exit_code == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no output, no staging directory

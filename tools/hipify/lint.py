@@ -23,12 +23,9 @@ cuda-only-header      a CUDA-only header (cuda/pipeline, cuda/barrier, ...), rep
 
 from __future__ import annotations
 
-import os
 import re
 from bisect import bisect_right
-from functools import lru_cache
 
-from tools.hipify.native import load as load_native
 from tools.hipify.translate import RawFinding
 
 MARKER = b"hipify: ignore"
@@ -170,6 +167,8 @@ def _needle(pattern: bytes) -> bytes:
 # (rule, pattern source, needle, spec); patterns are compiled on first use (re caches them), so start-up
 # does not pay for the rules a run never needs.
 _COMPILED = [(rule, pattern, _needle(pattern), _RULES[rule]) for rule in _ORDER for pattern in _RULES[rule][0]]
+# what _candidates tries, per pattern: (index, whether it needs device code, needle, pattern)
+_TRIES = [(i, rule in _DEVICE_RULES, needle, pattern) for i, (rule, pattern, needle, _spec) in enumerate(_COMPILED)]
 # A line is "warp context" when it mentions thread/lane/warp indexing, shared memory or a shuffle.
 # (compiled where used, through re's cache: most files never need them, and start-up time counts)
 _CONTEXT = rb"threadIdx|blockDim|lane|[wW]arp|WARP|\btid\b|__shared__|__shfl|\bfor\s*\("
@@ -222,66 +221,26 @@ def _line(code: bytes, offset: int) -> tuple[int, bytes]:
     return ls, code[ls : le if le >= 0 else len(code)]
 
 
-_LOOKAHEAD = re.compile(rb"\(\?!\[((?:\\w|[^\]\\])*)\]\)\Z")
+def _candidates(code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
+    """(any ``hipify:`` marker?, __global__/__device__/__shared__?, matches as (rule index, start, end),
+    grouped by rule in rule order; rules about device code only run in files that have some)."""
+    device_file = any(map(code.__contains__, _DEVICE_MARKERS[:3]))  # (map: no generator frame per marker)
+    device = device_file or _DEVICE_MARKERS[3] in code
+    out: list[tuple[int, int, int]] = []
+    for i, device_only, needle, pattern in _TRIES:  # (compiled by re where used)
+        if (device_only and not device) or (needle and needle not in code):
+            continue
+        out += [(i, *m.span()) for m in re.finditer(pattern, code)]
+    return b"hipify:" in code, device_file, out
 
 
-def _for_native(pattern: bytes) -> tuple[str, bytes]:
-    """A rule pattern as the native scanner takes it: the regex without its trailing negative look-ahead
-    ``(?![...])`` (the ``regex`` crate has none) and the bytes that look-ahead forbids."""
-    m = _LOOKAHEAD.search(pattern)
-    if m is None:
-        return pattern.decode("ascii"), b""
-    forbidden = m.group(1).replace(rb"\w", _WORD_BYTES)
-    return pattern[: m.start()].decode("ascii"), forbidden
-
-
-class _Plan:
-    """The compiled rules, and the native scanner for them when available (built once per engine)."""
-
-    __slots__ = ("native",)
-
-    def __init__(self, engine: str) -> None:
-        module = load_native() if engine != "python" else None
-        self.native = (
-            module.LintScanner(
-                [(*_for_native(pattern), needle, rule in _DEVICE_RULES) for rule, pattern, needle, _s in _COMPILED],
-                list(_DEVICE_MARKERS),
-                [b"hipify:", *_DEVICE_MARKERS[:3]],
-            )
-            if module is not None
-            else None
-        )
-
-    def candidates(self, code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
-        """(any ``hipify:`` marker?, __global__/__device__/__shared__?, matches as (rule index, start, end),
-        grouped by rule in rule order; rules about device code only run in files that have some)."""
-        if self.native is not None:
-            _device, found, matches = self.native.scan(code)
-            return bool(found & 1), bool(found & 0b1110), matches
-        device = any(marker in code for marker in _DEVICE_MARKERS)
-        out: list[tuple[int, int, int]] = []
-        for i, (rule, pattern, needle, _spec) in enumerate(_COMPILED):  # (compiled by re where used)
-            if (not device and rule in _DEVICE_RULES) or (needle and needle not in code):
-                continue
-            out += [(i, *m.span()) for m in re.finditer(pattern, code)]
-        device_file = device and any(marker in code for marker in _DEVICE_MARKERS[:3])
-        return b"hipify:" in code, device_file, out
-
-
-@lru_cache(maxsize=4)
-def _plan(engine: str, _env: str | None) -> _Plan:
-    return _Plan(engine)
-
-
-def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") -> list[RawFinding]:
+def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
     """Hazards in one file. ``spans``: comments and literals (from the translator's scan), sorted.
 
     The patterns run on the raw bytes; a match that starts inside a comment or literal is dropped (cheaper
-    than blanking them first: matches are few, comments many). The native scanner, when installed, finds
-    the candidate matches (see native.py); ``engine="python"`` forces the ``re`` module."""
-    plan = _plan(engine, os.environ.get("MONARCH_HIPIFY_NATIVE"))
+    than blanking them first: matches are few, comments many)."""
     code = data
-    may_silence, device_file, matches = plan.candidates(code)
+    may_silence, device_file, matches = _candidates(code)
     starts = [a for a, _b in spans]
 
     def in_literal(offset: int) -> bool:
@@ -333,40 +292,3 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]], engine: str = "auto") 
         out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
     out.sort(key=lambda f: f.offset)
     return out
-
-
-def export_plan() -> dict[str, object]:
-    """The rules as the native engine takes them (rust/hipify_native/src/engine/rules.rs, ``LintPlan``),
-    JSON-serialisable; byte strings as Latin-1 ``str``. One entry per pattern, in the order ``lint_bytes``
-    tries them: the pattern as the native scanner runs it (``_for_native``: without its trailing
-    look-ahead, whose bytes are ``not_next``), its leading literal, whether it needs device code, and its
-    rule's id, texts and check. Plus the markers, the context regexes (Python syntax) and the pair of rules
-    whose matches ending at one offset are one hazard (a ``% 32`` is lane math, not a warp-size literal)."""
-    rules: list[dict[str, object]] = []
-    for rule, pattern, needle, (_patterns, reason, suggestion, blocking, check) in _COMPILED:
-        source, forbidden = _for_native(pattern)
-        rules.append(
-            {
-                "rule": rule,
-                "pattern": source,
-                "not_next": forbidden.decode("latin-1"),
-                "needle": needle.decode("latin-1"),
-                "device_only": rule in _DEVICE_RULES,
-                "reason": reason,
-                "suggestion": suggestion,
-                "blocking": blocking,
-                "check": check,
-            }
-        )
-    return {
-        "rules": rules,
-        "device_markers": [m.decode("latin-1") for m in _DEVICE_MARKERS],
-        "device_file_markers": [m.decode("latin-1") for m in _DEVICE_MARKERS[:3]],
-        "silence_marker": "hipify:",
-        "context": _CONTEXT.decode("latin-1"),
-        "context_no_loop": _CONTEXT_NO_LOOP.decode("latin-1"),
-        "ballot_lhs": _BALLOT_LHS.decode("latin-1"),
-        "end_owner": "lane-math",
-        "end_dropped": "warp-size-literal",
-        "name_max": 60,
-    }

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import operator
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -274,25 +273,21 @@ class MappingDatabase:
 
     def __init__(
         self,
-        layers: Sequence[tuple[Mapping[str, str] | TextRows, str]],
+        layers: Sequence[tuple[Mapping[str, str], str]],
         meta: Mapping[str, str],
         fingerprint: str,
-        *,
-        size: int | None = None,
     ) -> None:
         # [(cuda_name -> tab-separated cells after the name, layer name)], base layer first
-        self._layers: list[tuple[Mapping[str, str] | TextRows, str]] = [
-            (rows if isinstance(rows, TextRows) else dict(rows), source) for rows, source in layers
-        ]
+        self._layers: list[tuple[Mapping[str, str], str]] = [(dict(rows), source) for rows, source in layers]
         self._parsed: dict[str, Entry] = {}
-        self._size = size  # number of distinct names, when known (from the compiled cache)
+        self._size: int | None = None  # number of distinct names, counted when asked
         self.meta = dict(meta)
         self.fingerprint = fingerprint
 
     @classmethod
     def from_entries(cls, entries: Iterable[Entry], meta: Mapping[str, str] | None = None) -> MappingDatabase:
         rows = {e.cuda_name: "\t".join(e.to_row()[1:]) for e in entries}
-        from tools.hipify.cache import sha256_hex  # noqa: PLC0415
+        from tools.hipify.hashing import sha256_hex  # noqa: PLC0415
 
         digest = sha256_hex(repr(sorted(rows.items())).encode())[:16]
         return cls([(rows, "entries")], meta or {}, digest)
@@ -377,55 +372,6 @@ def _rows_from_body(body: str) -> dict[str, str] | None:
         return None
 
 
-class TextRows:
-    """A big layer's rows (name -> remaining cells) over the file's bytes, for a layer the compiled cache
-    has seen parse cleanly.
-
-    Building the 9,000-entry dict costs more than the few lookups a small run makes, so the first lookups
-    search the bytes (the last row of a name wins, as in the dict) and the dict is built only after
-    ``INDEX_AFTER`` of them."""
-
-    __slots__ = ("_data", "_dict", "_lookups", "_start")
-    INDEX_AFTER = 24
-
-    def __init__(self, data: bytes, body_start: int) -> None:
-        self._data = data  # the whole file; the rows start at body_start, right after a newline
-        self._start = body_start
-        self._dict: dict[str, str] | None = None
-        self._lookups = 0
-
-    def _index(self) -> dict[str, str]:
-        if self._dict is None:
-            body = self._data[self._start :].decode("utf-8")
-            rows = _rows_from_body(body)
-            self._dict = rows if rows is not None else dict(re.findall(_ROW, body, re.M))
-        return self._dict
-
-    def get(self, name: str) -> str | None:
-        if self._dict is not None:
-            return self._dict.get(name)
-        self._lookups += 1
-        if self._lookups > self.INDEX_AFTER or not name or name[0] == "#" or "\n" in name or "\t" in name:
-            return self._index().get(name)
-        try:
-            key = name.encode("utf-8")
-        except UnicodeEncodeError:
-            return self._index().get(name)
-        data = self._data
-        at = data.rfind(b"\n" + key + b"\t", self._start - 1)
-        if at < 0:
-            return None
-        start = at + len(key) + 2
-        end = data.find(b"\n", start)
-        return data[start : end if end >= 0 else len(data)].decode("utf-8")
-
-    def keys(self) -> Iterable[str]:
-        return self._index().keys()
-
-    def __len__(self) -> int:
-        return len(self._index())
-
-
 def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -433,27 +379,8 @@ def _read_bytes(path: Path) -> bytes:
         raise ToolError(f"cannot read mapping file {path}: {err.strerror or err}") from None
 
 
-def _read_bytes_signed(path: Path) -> tuple[bytes, object]:
-    """The file's bytes and the stat signature of what was read (fstat of the open file), or None."""
-    try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            data = fh.read()
-    except OSError as err:
-        raise ToolError(f"cannot read mapping file {path}: {err.strerror or err}") from None
-    sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-    return data, (sig if len(data) == st.st_size else None)
-
-
 def _read_layer_raw(path: Path, data: bytes | None = None) -> tuple[dict[str, str], dict[str, str], bytes]:
     """Fast path for TSV layers: metadata, name -> remaining cells (column order checked), raw bytes."""
-    meta, rows, data, _body = _read_layer_body(path, data)
-    return meta, rows, data
-
-
-def _read_layer_body(path: Path, data: bytes | None = None) -> tuple[dict[str, str], dict[str, str], bytes, int | None]:
-    """``_read_layer_raw`` plus where the rows start in the bytes (``None`` unless ``TextRows`` over them
-    equals ``rows``)."""
     if data is None:
         data = _read_bytes(path)
     try:
@@ -473,21 +400,15 @@ def _read_layer_body(path: Path, data: bytes | None = None) -> tuple[dict[str, s
     if tuple(header) != COLUMNS:
         # Columns in another order or a subset: go through the general reader.
         _, entries = read_tsv(path)
-        return meta, {e.cuda_name: "\t".join(e.to_row()[1:]) for e in entries}, data, None
+        return meta, {e.cuda_name: "\t".join(e.to_row()[1:]) for e in entries}, data
     body = text[header_end + 1 :] if header_end >= 0 else ""
     rows = _rows_from_body(body)
-    if rows is None or header_end < 0:
-        return meta, dict(re.findall(_ROW, body, re.M)) if rows is None else rows, data, None
-    # text offsets -> byte offsets (the same when the text before the rows is ASCII, as it always is)
-    body_start = len(text[: header_end + 1].encode("utf-8"))
-    return meta, rows, data, body_start
+    return meta, dict(re.findall(_ROW, body, re.M)) if rows is None else rows, data
 
 
 def load_database(overrides: Path | None = None, *, base: Path | None = None) -> MappingDatabase:
-    """Load generated + project extras + optional user overrides (later layers win).
-
-    The parsed TSV layers (not a JSON override) are kept in the compiled cache (tools/hipify/cache.py),
-    keyed by the hash of their bytes, which the database fingerprint needs anyway."""
+    """Load generated + project extras + optional user overrides (later layers win). The fingerprint is the
+    hash of every layer's bytes."""
     base_path = GENERATED_DB if base is None else base
     layers: list[Path] = [base_path]
     if base is None and EXTRA_DB.is_file():
@@ -496,85 +417,21 @@ def load_database(overrides: Path | None = None, *, base: Path | None = None) ->
         if not overrides.is_file():
             raise ToolError(f"mapping override file not found: {overrides}")
         layers.append(overrides)
-    from tools.hipify import cache  # noqa: PLC0415 - after the cheap checks above
+    from tools.hipify.hashing import sha256_hex  # noqa: PLC0415 - after the cheap checks above
 
-    # The leading TSV layers come from the cache when their bytes hash to a stored entry.
-    n_tsv = 0
-    while n_tsv < len(layers) and layers[n_tsv].suffix != ".json":
-        n_tsv += 1
+    loaded: list[tuple[Mapping[str, str], str]] = []
     datas: list[bytes] = []
-    sigs: list[object] = []
-    for path in layers[:n_tsv]:
-        data, sig = _read_bytes_signed(path)
-        datas.append(data)
-        sigs.append(sig)
-    # Hashing the 0.8 MB base layer is skipped when its stat signature (size, mtime, ctime, inode) maps to a
-    # known hash: a file's ctime changes whenever its content does, and cannot be set back.
-    index_key = repr([(str(p), sig) for p, sig in zip(layers, sigs)])
-    known = cache.load("dbstat", index_key) if n_tsv and None not in sigs else None
-    if isinstance(known, str) and len(known) == 64:
-        tsv_digest = known
-    else:
-        tsv_digest = cache.sha256_hex(*datas)
-        if n_tsv and None not in sigs:
-            cache.store("dbstat", index_key, tsv_digest)
-    key = f"{tsv_digest}/{cache.code_fingerprint()}/" + "/".join(p.name for p in layers[:n_tsv])
-    loaded: list[tuple[Mapping[str, str] | TextRows, str]] = []
     meta: dict[str, str] = {}
-    size: int | None = None
-    hit = cache.load("db", key) if n_tsv else None
-    if _valid_db_payload(hit, n_tsv):
-        assert isinstance(hit, tuple)
-        meta, stored, size = hit
-        loaded = [
-            (TextRows(data, rows) if isinstance(rows, int) else rows, name) for (rows, name), data in zip(stored, datas)
-        ]
-    else:
-        if tsv_digest == known:  # the index named an entry that is not there: trust only the bytes now
-            tsv_digest = cache.sha256_hex(*datas)
-            key = f"{tsv_digest}/{cache.code_fingerprint()}/" + "/".join(p.name for p in layers[:n_tsv])
-            if None not in sigs:
-                cache.store("dbstat", index_key, tsv_digest)
-        stored = []
-        for i, (path, data) in enumerate(zip(layers, datas)):
-            layer_meta, layer_rows, _, body = _read_layer_body(path, data)
-            if i > 0:  # small layers: validate every row now, so a bad override fails early
-                read_tsv(path)
-            if i == 0:
-                meta = layer_meta
-            loaded.append((layer_rows, path.name))
-            # a big layer that parses cleanly is read from its bytes next time (TextRows: no dict to build)
-            stored.append((body if body is not None and len(layer_rows) > 256 else layer_rows, path.name))
-        if n_tsv:
-            size = len(loaded[0][0]) if n_tsv == 1 else len(set().union(*(rows.keys() for rows, _ in loaded)))
-            cache.store("db", key, (meta, tuple(stored), size))
-    fingerprint = tsv_digest
-    for path in layers[n_tsv:]:
+    for i, path in enumerate(layers):
         if path.suffix == ".json":
             layer_rows = {e.cuda_name: "\t".join(e.to_row()[1:]) for e in read_json(path)}
             datas.append(path.read_bytes())
         else:
-            _, layer_rows, data = _read_layer_raw(path)
+            layer_meta, layer_rows, data = _read_layer_raw(path)
             datas.append(data)
-            read_tsv(path)
+            if i > 0:  # small layers: validate every row now, so a bad override fails early
+                read_tsv(path)
+            else:
+                meta = layer_meta
         loaded.append((layer_rows, path.name))
-    if len(layers) > n_tsv:
-        size = None  # more layers than the cached ones: counted when asked
-        fingerprint = cache.sha256_hex(*datas)
-    return MappingDatabase(loaded, meta, fingerprint[:16], size=size)
-
-
-def _valid_db_payload(payload: object, layers: int) -> bool:
-    """A cached (meta, ((rows or where they start in the bytes, layer name), ...), size) as stored."""
-    if not (isinstance(payload, tuple) and len(payload) == 3 and isinstance(payload[0], dict)):
-        return False
-    items = payload[1]
-    return (
-        isinstance(payload[2], int)
-        and isinstance(items, tuple)
-        and len(items) == layers
-        and all(
-            isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (dict, int)) and isinstance(item[1], str)
-            for item in items
-        )
-    )
+    return MappingDatabase(loaded, meta, sha256_hex(*datas)[:16])

@@ -174,8 +174,8 @@ class _Expr:
     """A tiny evaluator of integer constant expressions: literals, ( ), unary ~ - +, binary * + - << >> & ^ |,
     with C's literal types (LP64) and usual arithmetic conversions; None when the text is not such a constant."""
 
-    #: the deepest nesting of parentheses and unary operators evaluated (deeper: not a constant); the same
-    #: bound as rust/hipify_native's MAX_NESTING, far below Python's recursion limit (~8 frames a level)
+    #: the deepest nesting of parentheses and unary operators evaluated (deeper: not a constant, and never a
+    #: RecursionError): far below Python's recursion limit (~8 frames a level)
     MAX_NESTING = 64
 
     def __init__(self, text: bytes, resolve: Callable[[bytes], Value | None] | None = None) -> None:

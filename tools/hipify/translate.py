@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from tools.hipify import insert, masks
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
-from tools.hipify.native import Edit, NativeScanner
-from tools.hipify.native import load as load_native
 from tools.hipify.targets import Target, load_target
+
+Edit = tuple[int, int, bytes]  # put bytes in place of data[start:end]
 
 
 class _Lazy:
@@ -121,7 +121,7 @@ class FileResult:
 
 
 class _FileState:
-    """What one file's pass collects besides the output (both engines fill it through the same methods)."""
+    """What one file's pass collects besides the output."""
 
     __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
 
@@ -270,11 +270,9 @@ class Translator:
         translate_comments_and_strings: bool = False,
         report_unmapped: bool = True,
         launch: bool = False,
-        engine: str = "auto",
         project_masks: masks.ProjectMasks = (),
     ) -> None:
-        """``engine``: ``"auto"`` (the native scanner when available, see native.py) or ``"python"``.
-        ``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``)."""
+        """``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``)."""
         self.db = db
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
@@ -283,17 +281,8 @@ class Translator:
         self.target: Target = load_target(hip_version)
         self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
-        # The names the scanner must stop on depend only on the database, the target and the options:
-        # derived once, then kept in the compiled cache (a walk over all ~9,000 names otherwise).
-        from tools.hipify import cache  # noqa: PLC0415
-
-        key = f"{db.fingerprint}/{cache.code_fingerprint()}/{hip_version}/{report_unmapped}"
-        cached = cache.load("prefixes", key)
-        if isinstance(cached, frozenset) and all(isinstance(p, bytes) and p for p in cached):
-            prefixes: set[bytes] = set(cached)
-        else:
-            prefixes = self._derive_prefixes(db, hip_version)
-            cache.store("prefixes", key, frozenset(prefixes))
+        # The names the scanner must stop on: they depend on the database, the target and the options.
+        prefixes = self._derive_prefixes(db, hip_version)
         # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
         self.downgrades = {
             name: dg
@@ -301,19 +290,8 @@ class Translator:
             if (entry := db.lookup(dg.cuda_name)) is not None and not entry.available_in(hip_version)
         }
         self.launch = launch
-        self.scanner = cache.regex(
-            "scanner", f"{key}/{launch}", lambda: _build_scanner_source(prefixes, with_launch=launch), re.S
-        )
+        self.scanner = re.compile(_build_scanner_source(prefixes, with_launch=launch), re.S)
         self._ident = _Lazy(rb"(?<![" + _IDC + rb"])[A-Za-z_][" + _IDC + rb"]*")  # comments and strings
-        native = load_native() if engine == "auto" else None
-        self._native: NativeScanner | None = (
-            native.Scanner(sorted(prefixes), launch, translate_comments_and_strings) if native is not None else None
-        )
-
-    @property
-    def native(self) -> bool:
-        """Whether this translator runs the native scanner (see native.py)."""
-        return self._native is not None
 
     def _derive_prefixes(self, db: MappingDatabase, hip_version: Version | None) -> set[bytes]:
         prefixes = set(_CORE_PREFIXES)
@@ -482,109 +460,6 @@ class Translator:
             )
         return None, None
 
-    def export_plan(self) -> dict[str, object]:
-        """Everything this translator derives from the database, the target and the options, as JSON-ready data
-        for the native per-file pass (rust/hipify_native/src/engine/translate.rs), which looks it up instead of
-        deriving it: ``action`` of every database name that is not a header (and of the warp-sync and downgrade
-        names), ``header_action`` of every header path the database or the target knows, the unmapped-name and
-        CUDA-only-header findings (Rust ports only the two regexes that choose them), the scanner's prefixes,
-        the downgrades, the target facts and the options.
-
-        Texts are ``str`` (bytes as Latin-1). Finding texts are kept once in ``texts``: a finding is
-        ``[kind, reason, suggestion, flags]`` (indices into ``texts``; flags: 1 blocking, 2 templated: the
-        NUL characters of its reason and suggestion stand for the name it is reported on). A name's row is
-        ``[name, replacement or None, finding index or -1, flags]`` (flags: 1 namespace-only, 2 sync,
-        4 stmt, 8 downgrade, 16 the name takes a lane mask first: ``masks.MASKED``);
-        a header's ``[path, replacement or None ("" drops the include), finding or -1]``.
-        """
-        texts: list[str] = []
-        text_index: dict[str, int] = {}
-        findings: list[list[int]] = []
-        finding_index: dict[tuple[int, int, int, int], int] = {}
-
-        def text(t: str) -> int:
-            k = text_index.get(t)
-            if k is None:
-                k = text_index[t] = len(texts)
-                texts.append(t)
-            return k
-
-        def finding(spec: _FindingSpec | None, name: str) -> int:
-            if spec is None:
-                return -1
-            kind, reason, sugg, blocking = spec
-            flags = 1 if blocking else 0
-            if "\0" not in reason and "\0" not in sugg:
-                reason, sugg = reason.replace(name, "\0"), sugg.replace(name, "\0")
-                flags |= 2
-            key = (text(kind), text(reason), text(sugg), flags)
-            k = finding_index.get(key)
-            if k is None:
-                k = finding_index[key] = len(findings)
-                findings.append(list(key))
-            return k
-
-        def latin1(raw: bytes | None) -> str | None:
-            return None if raw is None else raw.decode("latin-1")
-
-        names: list[list[object]] = []
-        extra = {n.decode("latin-1") for n in masks.SYNC_NAMES} | {n.decode("latin-1") for n in self.downgrades}
-        for name in sorted(set(self.db.names()) | extra):
-            entry = self.db.lookup(name)
-            if (entry is not None and entry.kind == "header") or any(ord(c) > 0xFF for c in name):
-                continue  # headers: below; a name outside Latin-1 is no byte string the scanner can stop on
-            act = self.action(name.encode("latin-1"))
-            flags = (
-                (1 if act.namespace_only else 0)
-                | (2 if act.sync else 0)
-                | (4 if act.stmt else 0)
-                | (8 if act.downgrade is not None else 0)
-                | (16 if name.encode("latin-1") in masks.MASKED else 0)
-            )
-            names.append([name, latin1(act.replacement), finding(act.finding, name), flags])
-
-        headers: list[list[object]] = []
-        paths = {n for n in self.db.names() if (e := self.db.lookup(n)) is not None and e.kind == "header"}
-        for path in sorted(paths | set(self.target.headers)):
-            if any(ord(c) > 0xFF for c in path):
-                continue
-            repl, spec = self.header_action(path.encode("latin-1"))
-            headers.append([path, latin1(repl), finding(spec, path)])
-
-        # the findings of names and headers the database and the target do not know: chosen in Rust by the
-        # ports of _CUDA_LOOKING and _CUDA_ONLY_HEADER, their texts made here (from a name no table has)
-        probe = "cudaHipifyPlanProbe"
-        while probe in self.db:
-            probe += "_"
-        unmapped = finding(self._decide(probe.encode("latin-1")).finding, probe)
-        header_probe = "crt/hipify_plan_probe.h"
-        while header_probe in self.db or header_probe in self.target.headers:
-            header_probe = header_probe[:-2] + "_.h"
-        cuda_only = finding(self._decide_header(header_probe.encode("latin-1"))[1], header_probe)
-
-        version = self.target.version
-        return {
-            "format": 1,
-            "target_label": format_version(version) or "(newest)",
-            "report_unmapped": self.report_unmapped,
-            "launch": self.launch,
-            "translate_comments_and_strings": self.translate_comments_and_strings,
-            "mask64": self.target.mask64,
-            "sync_define": self.target.sync_define,
-            "nodiscard": self.target.nodiscard,
-            "prefixes": sorted(p.decode("latin-1") for p in self._derive_prefixes(self.db, self.hip_version)),
-            "texts": texts,
-            "findings": findings,
-            "names": names,
-            "headers": headers,
-            "unmapped": unmapped,
-            "cuda_only_header": cuda_only,
-            "downgrades": [
-                [dg.cuda_name, list(dg.below), dg.replacement.decode("latin-1"), dg.action]
-                for _, dg in sorted(self.downgrades.items())
-            ],
-        }
-
     # -- the file pass -----------------------------------------------------------------------------
     def translate(self, data: bytes) -> FileResult:
         """Translate one file's bytes. A UTF-8 byte-order mark is kept and not taken for an identifier."""
@@ -602,8 +477,6 @@ class Translator:
         return res
 
     def _translate(self, data: bytes) -> FileResult:
-        if self._native is not None:
-            return self._translate_native(data, self._native)
         out: list[bytes] = []
         # Length of out[:counted_items], extended only at includes and launches (amortised O(n): summing
         # all of `out` at each one made large files quadratic).
@@ -718,39 +591,6 @@ class Translator:
             out.append(data[pos:])
             result = b"".join(out)
         return self._finish(data, result, st, spans, launches)
-
-    def _translate_native(self, data: bytes, scanner: NativeScanner) -> FileResult:
-        """The same pass with the native scanner: it handles comments, literals, skipped names and plain
-        renames; every other decision comes back here, through the same methods as the Python pass."""
-        st = _FileState()
-        action = self.action
-
-        def on_name(start: int, end: int) -> tuple[bytes, int, bool] | None:
-            return self._name_occurrence(data, start, end, action(data[start:end]), st)
-
-        def on_include(mstart: int, pstart: int, pend: int, angled: bool, out_pstart: int) -> Edit | None:
-            return self._include_occurrence(data, mstart, pstart, pend, angled, out_pstart, st)
-
-        def on_text(start: int, end: int) -> bytes | None:
-            return self._retranslated(data[start:end])
-
-        def on_statement(start: int, end: int) -> bool:
-            return self._discards(data, start, end, st)
-
-        result, spans, launches = scanner.translate(data, self._classify, on_name, on_include, on_text, on_statement)
-        return self._finish(data, result, st, spans, launches)
-
-    def _classify(self, name: bytes) -> bytes | bool | tuple[bytes] | None:
-        """For the native scanner's cache: None (nothing to do), the plain rename, ``(rename,)`` (the rename,
-        unless ``maybe_statement`` holds at the occurrence: then ask), or True (ask each time)."""
-        act = self.action(name)
-        if act is _NO_ACTION:
-            return None
-        if act.simple is not None:
-            return act.simple
-        if act.stmt and act.finding is None and not act.namespace_only and act.replacement is not None:
-            return (act.replacement,)
-        return True
 
     def _name_occurrence(
         self, data: bytes, start: int, end: int, act: _Action, st: _FileState
@@ -1025,9 +865,8 @@ _STMT_BEFORE = frozenset(b"\n\r;{}):/") | _WORD_BYTES
 
 
 def _maybe_statement(data: bytes, start: int) -> bool:
-    """The cheap test both engines make before asking whether the call at ``start`` is a statement of its own:
-    the byte before it on its line (blanks and a leading ``::`` skipped) may end what precedes a statement.
-    rust/hipify_native's ``maybe_statement`` is the same test."""
+    """The cheap test made before asking whether the call at ``start`` is a statement of its own: the byte
+    before it on its line (blanks and a leading ``::`` skipped) may end what precedes a statement."""
     j = start
     while j > 0 and data[j - 1] in b" \t":
         j -= 1

@@ -12,10 +12,14 @@ from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
 from tools.hipify import insert
-from tools.hipify.cache import code_fingerprint, sha256_hex
+from tools.hipify.hashing import code_fingerprint, file_sha256_hex, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
 from tools.hipify.translate import RawFinding, Translator, positions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing costs milliseconds to import: start-up time)
+    from typing import BinaryIO
 
 #: files translated (everything else under a source directory is copied byte for byte)
 SOURCE_SUFFIXES = frozenset(
@@ -42,10 +46,9 @@ SOURCE_SUFFIXES = frozenset(
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 STATE_FILE = ".hipify-state.json"
 STATE_SCHEMA = "monarch-runtime/hipify-state/v1"
-# Below this much changed input a process pool costs more than it saves (its start, and sending results
-# back); the native engine is ~5x faster per byte, so its pool pays off only for much larger trees.
+# Below this much changed input a process pool costs more than it saves (its start, and sending results back).
 PARALLEL_MIN_BYTES = 2 << 20
-NATIVE_PARALLEL_MIN_BYTES = 24 << 20
+COPY_COST = 16  # a copied file's bytes count for 1/16 (hashing and copying them is ~16x cheaper than translating)
 
 # (compiled where used: start-up time)
 _INCLUDE_LINE = rb"^[ \t]*\#[ \t]*include[ \t]*([<\"])([^>\"\r\n]*)[>\"]"
@@ -188,7 +191,9 @@ def _project_mask_pass(
         return procs, set()
     table = project_masks(paths, wanted)
     found = {name for name, *_ in table}
-    redo = [(p.path, True) for p in procs if p.mode == "translate" and found.intersection(p.unresolved)]
+    redo: list[Item] = [
+        (p.path, True, None) for p in procs if p.mode == "translate" and found.intersection(p.unresolved)
+    ]
     if not redo:
         return procs, set()
     again = {r.path: r for r in _process_batch(redo, (*key[:5], table), lint)}
@@ -208,6 +213,7 @@ _IncludeTuple = tuple[int, int, str, bool, bool]
 class _Processed:
     __slots__ = (
         "changed",
+        "copied_to",
         "data",
         "defines",
         "error",
@@ -227,7 +233,8 @@ class _Processed:
         self.path = path
         self.mode = "translate"  # translate | copy | error
         self.data: bytes | None = b""  # None: known from the previous run's record, not read again
-        self.evicted = False  # data dropped to bound memory (RETAIN_BYTES): re-translated when written
+        self.evicted = False  # data dropped to bound memory (RETAIN_BYTES) or a copy: made again when written
+        self.copied_to: str | None = None  # a copy already made, there (see _hash_and_copy)
         self.sha = ""
         self.changed = False
         self.findings: list[_FindingTuple] = []
@@ -261,6 +268,8 @@ class _Processed:
 
 def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res = _Processed(path)
+    if not translate:  # copied when written, from the source: only its hash is needed now
+        return _hash_and_copy(path, None, None)
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -269,7 +278,7 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
         res.error = f"cannot read: {err.strerror or err}"
         return res
     res.sha = sha256_hex(data)
-    if not translate or b"\0" in data[:8192]:
+    if b"\0" in data[:8192]:
         res.mode = "copy"
         res.data = data
         return res
@@ -304,32 +313,79 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
 RETAIN_BYTES = 32 * 1024 * 1024
 
 
+# (source, whether it is translated, where a copied one is copied now: into a new output directory, by the first
+# file that claims that output; None: when written)
+Item = tuple[str, bool, "str | None"]
+
+
+class _Retention:
+    """What a process keeps of translated bytes: up to ``limit`` (None: everything)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def keep(self, res: _Processed) -> None:
+        if self.limit is None or not res.data:
+            return
+        if self.held and self.held + len(res.data) > self.limit:  # (a lone big file is kept: no gain in evicting it)
+            res.data, res.evicted = None, True
+        else:
+            self.held += len(res.data)
+
+
 def _process_batch(
-    items: list[tuple[str, bool]],
+    items: list[Item],
     key: Key,
     lint: bool,
-    budget: int | None = None,
+    retention: _Retention | None = None,
+    writer: _Writer | None = None,
 ) -> list[_Processed]:
     out = []
-    retained = 0
-    for path, translate in items:
-        res = _process(path, translate, key, lint)
-        if budget is not None and res.data:
-            if retained and retained + len(res.data) > budget:  # (a lone big file is kept: no gain in evicting it)
-                res.data, res.evicted = None, True
-            else:
-                retained += len(res.data)
+    for path, translate, copy_to in items:
+        res = _process(path, translate, key, lint) if translate else _hash_and_copy(path, copy_to, writer)
+        if retention is not None:
+            retention.keep(res)
         out.append(res)
     return out
 
 
+def _hash_and_copy(path: str, dst: str | None, writer: _Writer | None) -> _Processed:
+    """A copied file's result (its hash); copied to ``dst`` in ``writer``'s new output directory too, unless
+    None. (The copy is made while the translations run; nothing else can claim that output: see hipify_tree.)"""
+    res = _Processed(path)
+    res.mode = "copy"
+    res.data, res.evicted = None, True  # (copied from the source when written)
+    try:
+        fh = open(path, "rb")  # (closed below; read twice)
+    except OSError as err:
+        res.mode = "error"
+        res.error = f"cannot read: {err.strerror or err}"
+        return res
+    with fh:
+        try:
+            res.sha = file_sha256_hex(fh)
+        except OSError as err:
+            res.mode = "error"
+            res.error = f"cannot read: {err.strerror or err}"
+            return res
+        if dst is not None and writer is not None:
+            fh.seek(0)
+            writer.copy_open(fh, dst)
+            res.copied_to = dst
+    return res
+
+
 # -- the tree pass -----------------------------------------------------------------------------------
 class _Source:
-    __slots__ = ("base", "is_dir_root", "path", "rel", "root")
+    __slots__ = ("is_dir_root", "key", "path", "rel", "root")
 
-    def __init__(self, path: Path, rel: PurePosixPath, root: Path, is_dir_root: bool) -> None:
+    def __init__(self, path: Path, rel: str, root: Path, is_dir_root: bool) -> None:
         self.path = path  # absolute, normalised
-        self.rel = rel  # relative to its root
+        self.key = str(path)  # (the tree pass looks files up by it, often)
+        self.rel = rel  # relative to its root, "/"-separated
         self.root = root  # the source directory (or the file's parent for a file argument)
         self.is_dir_root = is_dir_root
 
@@ -370,9 +426,9 @@ def _walk(sources: Sequence[Path], out_dir: Path) -> tuple[list[_Source], list[P
                 rel_dir = dirpath[prefix_len:].replace(os.sep, "/")
                 for name in sorted(filenames):
                     rel = f"{rel_dir}/{name}" if rel_dir else name
-                    found.append(_Source(Path(dirpath, name), PurePosixPath(rel), src, True))
+                    found.append(_Source(Path(dirpath, name), rel, src, True))
         else:
-            found.append(_Source(src, PurePosixPath(src.name), src.parent, False))
+            found.append(_Source(src, src.name, src.parent, False))
     return found, roots
 
 
@@ -390,34 +446,122 @@ def _options_key(
     )
 
 
-def _run_all(
-    items: list[tuple[str, bool]],
+def _run_all(  # noqa: PLR0917
+    items: list[Item],
+    costs: list[int],
     key: Key,
     lint: bool,
     jobs: int | None,
-    total_bytes: int,
-    *,
     budget: int | None = RETAIN_BYTES,
+    writer: _Writer | None = None,
 ) -> list[_Processed]:
+    """Every item's result, in order: shared with forked worker processes when there is enough work (``costs``:
+    an estimate of each item's, in bytes of translated input)."""
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    threshold = NATIVE_PARALLEL_MIN_BYTES if _translator(*key).native else PARALLEL_MIN_BYTES
-    if workers <= 1 or len(items) < 2 or (jobs is None and total_bytes < threshold):
-        return _process_batch(items, key, lint, budget)
-    import multiprocessing  # noqa: PLC0415 - only when a pool is worth it (start-up time)
-    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+    if (
+        workers <= 1
+        or len(items) < 2
+        or (jobs is None and sum(costs) < PARALLEL_MIN_BYTES)
+        or not hasattr(os, "fork")  # (-j needs fork: the platforms without it run it here)
+    ):
+        return _process_batch(items, key, lint, _Retention(budget), writer)
+    return _forked(items, costs, key, lint, min(workers, len(items)), budget, writer)
 
-    # Batches of roughly equal size, interleaved so big files spread over workers.
-    nbatches = min(len(items), workers * 4)
-    batches = [items[i::nbatches] for i in range(nbatches)]
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    results: dict[str, _Processed] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        share = None if budget is None else budget // nbatches
-        for batch in pool.map(_process_batch, batches, [key] * nbatches, [lint] * nbatches, [share] * nbatches):
-            for res in batch:
-                results[res.path] = res
-    return [results[path] for path, _ in items]
+
+def _chunks(costs: list[int], count: int) -> list[list[int]]:
+    """Item indexes in ``count`` chunks of about equal total cost (the costliest first, each into the lightest
+    chunk), each in the items' order."""
+    totals = [0] * count
+    chunks: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(len(costs)), key=costs.__getitem__, reverse=True):
+        lightest = totals.index(min(totals))
+        chunks[lightest].append(i)
+        totals[lightest] += max(costs[i], 1)
+    return [sorted(c) for c in chunks if c]
+
+
+def _forked(  # noqa: PLR0917
+    items: list[Item],
+    costs: list[int],
+    key: Key,
+    lint: bool,
+    workers: int,
+    budget: int | None,
+    writer: _Writer | None,
+) -> list[_Processed]:
+    """``items`` shared by this process and ``workers - 1`` forked ones (no pool to start: multiprocessing and
+    concurrent.futures cost more to import than a small tree takes). The work is cut into chunks of about equal
+    cost, handed out through a pipe, one byte a chunk, to whichever process is free (a neighbour's load slows
+    one process, not the run); each forked process sends its results back pickled, through a pipe of its own."""
+    import pickle  # noqa: PLC0415 - only here (start-up time)
+    import signal  # noqa: PLC0415
+
+    chunks = [[items[i] for i in c] for c in _chunks(costs, min(len(items), workers * 8, 255))]
+    queue_r, queue_w = os.pipe()
+    os.write(queue_w, bytes(range(len(chunks))))  # (at most 255 bytes: one write, well within a pipe)
+    os.close(queue_w)
+    share = None if budget is None else budget // workers
+
+    def take() -> list[_Processed]:
+        retention = _Retention(share)
+        out: list[_Processed] = []
+        while chunk := os.read(queue_r, 1):
+            out += _process_batch(chunks[chunk[0]], key, lint, retention, writer)
+        return out
+
+    children: list[tuple[int, int]] = []
+    try:
+        for _ in range(workers - 1):
+            result_r, result_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: its results (or its exception) go back through the pipe, then it ends
+                status = 1
+                try:
+                    os.close(result_r)
+                    try:
+                        payload: tuple[str, object] = ("ok", take())
+                        status = 0
+                    except BaseException as err:  # (raised again in the parent)
+                        payload = ("error", err)
+                    with os.fdopen(result_w, "wb") as sink:
+                        try:
+                            pickle.dump(payload, sink, protocol=pickle.HIGHEST_PROTOCOL)
+                        except Exception as err:  # (an exception that cannot be pickled)
+                            pickle.dump(("error", RuntimeError(f"{payload[1]!r}: {err}")), sink)
+                finally:
+                    os._exit(status)  # (nothing of the parent's to run or flush: no atexit, no buffers)
+            os.close(result_w)
+            children.append((pid, result_r))
+        results = take()
+        while children:
+            pid, result_r = children[0]
+            with os.fdopen(result_r, "rb") as source:
+                blob = source.read()
+            children.pop(0)
+            os.waitpid(pid, 0)
+            if not blob:
+                raise ToolError(
+                    f"hipify's worker process {pid} ended without its results (killed: out of memory?); nothing was "
+                    "written. Run again, or with -j 1 (one process).",
+                    exit_code=1,
+                )
+            kind, value = pickle.loads(blob)  # noqa: S301 - from our own forked process
+            if kind != "ok":
+                raise value
+            results += value
+    except BaseException:
+        for pid, result_r in children:  # (the run failed: its workers go too)
+            os.close(result_r)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        raise
+    finally:
+        os.close(queue_r)
+    by_path = {res.path: res for res in results}
+    return [by_path[path] for path, _translate, _copy_to in items]
 
 
 def _write_atomic(path: Path, data: bytes, made_dirs: set[str] | None = None) -> None:
@@ -454,11 +598,14 @@ class _Writer:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, _value: object, _tb: object) -> None:
-        if not self.fresh:
-            return
-        if kind is None and os.path.isdir(self.root):
+        if kind is not None:
+            self.discard()
+        elif self.fresh and os.path.isdir(self.root):
             os.rename(self.root, self.final)  # (nothing written: no directory, as before)
-        elif kind is not None:
+
+    def discard(self) -> None:
+        """What a failed run leaves: nothing of a new output directory."""
+        if self.fresh:
             import shutil  # noqa: PLC0415 - only on failure (start-up time)
 
             shutil.rmtree(self.root, ignore_errors=True)
@@ -479,6 +626,34 @@ class _Writer:
         with open(where, "wb") as fh:
             fh.write(data)
 
+    def copy_open(self, source: BinaryIO, path: str) -> None:
+        """Copy the open file ``source`` into a new output directory (a run's first write of ``path``)."""
+        where = self.root + path[len(self.final) :]
+        parent = os.path.dirname(where)
+        if parent not in self.made_dirs:
+            os.makedirs(parent, exist_ok=True)
+            self.made_dirs.add(parent)
+        with open(where, "wb") as dst:
+            _copy_file(source, dst)
+
+    def copy(self, source: Path, path: Path) -> bool:
+        """Make ``path`` a copy of the file ``source``; False when it already was one (an existing output)."""
+        if not self.fresh:
+            with open(source, "rb") as fh:
+                data = fh.read()
+            if _same_content(path, data):
+                return False
+            _write_atomic(path, data, self.made_dirs)
+            return True
+        where = self._where(path)
+        parent = os.path.dirname(where)
+        if parent not in self.made_dirs:
+            os.makedirs(parent, exist_ok=True)
+            self.made_dirs.add(parent)
+        with open(source, "rb") as src, open(where, "wb") as dst:
+            _copy_file(src, dst)
+        return True
+
     def same_content(self, path: Path, data: bytes) -> bool:
         return not self.fresh and _same_content(path, data)
 
@@ -487,6 +662,19 @@ class _Writer:
             return os.stat(self._where(path))
         except OSError:
             return None
+
+
+def _copy_file(src: BinaryIO, dst: BinaryIO) -> None:
+    """Copy ``src`` into ``dst`` in the kernel (sendfile: no bytes through Python), else by pieces."""
+    offset = 0
+    try:
+        while sent := os.sendfile(dst.fileno(), src.fileno(), offset, 1 << 30):
+            offset += sent
+    except (OSError, AttributeError):  # (no sendfile for these files: copy what is left by hand)
+        src.seek(offset)
+        dst.seek(offset)
+        while piece := src.read(1 << 20):
+            dst.write(piece)
 
 
 def _same_content(path: Path, data: bytes) -> bool:
@@ -555,135 +743,151 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
     prev_files: dict[str, dict[str, object]] = prev_files_obj if isinstance(prev_files_obj, dict) else {}
     cache_ok = previous.get("fingerprint") == fingerprint
 
-    # Hash every input; only new or changed ones are translated (in parallel when worth it).
-    processed: list[_Processed | None] = []
-    todo: list[tuple[str, bool]] = []
-    todo_bytes = 0
-    for s in srcs:
-        path = str(s.path)
-        translate = s.path.suffix.lower() in SOURCE_SUFFIXES
-        hit = _from_cache(path, prev_files.get(path)) if cache_ok else None
-        if hit is not None:
-            processed.append(hit)
-            continue
-        processed.append(None)
-        todo.append((path, translate))
-        if opts.jobs is None:  # (the size decides whether a process pool is worth it)
-            try:
-                todo_bytes += os.stat(path).st_size
-            except OSError:
-                pass
-    budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
-    fresh = {p.path: p for p in _run_all(todo, key, opts.lint, opts.jobs, todo_bytes, budget=budget)}
-    procs: list[_Processed] = [p if p is not None else fresh[str(s.path)] for s, p in zip(srcs, processed)]
-    procs, redone = _project_mask_pass([str(s.path) for s in srcs], procs, key, opts.lint)
-    if redone:
-        todo += [(path, True) for path in redone if path not in fresh]
-        fresh.update({p.path: p for p in procs if p.path in redone})
-    if ext is not None:
-        for res in fresh.values():
-            _apply_external(res, ext)
-
-    # String keys: this pass touches every include of every file, and Path objects are slow to make.
-    by_key = {str(s.path): (s, p) for s, p in zip(srcs, procs)}
-    changed = {str(s.path): p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
-    out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
-    out_root = str(out_abs)
-
-    def out_info(src: _Source) -> tuple[Path, str, str]:
-        """(output path, as a string, its directory)"""
-        k = (str(src.path), changed[str(src.path)])
-        hit = out_cache.get(k)
-        if hit is None:
-            text = f"{out_root}/{_output_rel(src.rel.as_posix(), k[1], opts.naming)}"
-            hit = (Path(text), text, os.path.dirname(text))
-            out_cache[k] = hit
-        return hit
-
-    def out_of(src: _Source) -> Path:
-        return out_info(src)[0]
-
-    # Resolve project includes: includer dir first ("..."), then every source directory root.
-    root_strs = [str(r) for r in roots]
-    resolved: dict[str, list[tuple[int, _Source, str]]] = {}
-    joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
-
-    def join(base: str, spelling: str) -> str:
-        hit = joined.get((base, spelling))
-        if hit is None:
-            hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
-        return hit
-
-    # An include found neither next to the includer nor under a source root is reached through an include
-    # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
-    # the one file of the tree whose path ends in the spelling (none or several: left alone).
-    # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
-    # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
-    by_name: dict[str, list[_Source]] | None = None
-
-    def by_suffix(spelling: str) -> _Source | None:
-        nonlocal by_name
-        parts = spelling.split("/")
-        if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
-            return None
-        if by_name is None:
-            by_name = {}
-            for src in srcs:
-                by_name.setdefault(src.path.name, []).append(src)
-        tail = "/" + spelling
-        hits = [c for c in by_name.get(parts[-1], ()) if str(c.path).endswith(tail)]
-        if len(hits) != 1 or by_key[str(hits[0].path)][1].mode == "error":
-            return None
-        return hits[0]
-
-    for s, p in zip(srcs, procs):
-        if not p.includes:
-            continue
-        links = []
-        own_dir = str(s.path.parent)
-        bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
-        bases += [(r, False) for r in root_strs]
-        for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
-            for base, local in ([] if angled else [(own_dir, True)]) + bases:
-                found = by_key.get(join(base, spelling))
-                if found is not None and found[1].mode != "error":
-                    links.append((idx, found[0], "local" if local else "root"))
-                    break
-            else:
-                target = by_suffix(spelling)
-                if target is not None and target.path != s.path:
-                    links.append((idx, target, "dir"))
-        if links:
-            resolved[str(s.path)] = links
-
-    tr = _translator(*key)
-    additions = _additions(srcs, procs, resolved, tr.target.sync_define)
-    for src_key in additions:
-        changed[src_key] = True
-
-    def new_spelling(includer: _Source, target: _Source, how: str, spelling: str) -> str:
-        if how == "dir":  # as many trailing components of the output as the spelling has (renamed alike)
-            return "/".join(out_info(target)[1].split("/")[-(spelling.count("/") + 1) :])
-        # Relative to the includer's output directory, or to the output root for a source-root base.
-        out_base = out_info(includer)[2] if how == "local" else out_root
-        return _relative(out_info(target)[1], out_base)
-
-    # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
-    moved = True
-    while moved:
-        moved = False
-        for src_key, links in resolved.items():
-            if changed[src_key]:
+    # A new output directory is written into a staging directory beside it (see _Writer): the copies go
+    # there while the translations run.
+    writer = _Writer(out_abs)
+    try:
+        # Hash every input; only new or changed ones are translated (in parallel when worth it), the others
+        # are hashed (and, into a new output directory, copied) meanwhile.
+        out_root = str(out_abs)
+        processed: list[_Processed | None] = []
+        todo: list[Item] = []
+        costs: list[int] = []  # (the bytes to translate: a copy costs far less per byte)
+        early: set[str] = set()
+        for s in srcs:
+            path = s.key
+            translate = s.path.suffix.lower() in SOURCE_SUFFIXES
+            hit = _from_cache(path, prev_files.get(path)) if cache_ok else None
+            if hit is not None:
+                processed.append(hit)
                 continue
-            includer, proc = by_key[src_key]
-            for idx, target, how in links:
-                spelling = proc.includes[idx][2]
-                if proc.includes[idx][4] or new_spelling(includer, target, how, spelling) != spelling:
-                    changed[src_key] = True
-                    moved = True
-                    break
+            processed.append(None)
+            copy_to = None
+            if not translate and writer.fresh:
+                # (a copy's output name depends on no other file, and no translated file can have it: its
+                # suffix would be a source suffix; of two copies with one output, the first claims it)
+                copy_to = f"{out_root}/{_output_rel(s.rel, False, opts.naming)}"
+                copy_to = None if copy_to in early else copy_to
+                early.add(copy_to or "")
+            todo.append((path, translate, copy_to))
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0
+            costs.append(size if translate else size // COPY_COST)
+        budget = None if ext is not None else RETAIN_BYTES  # an external engine rewrites the held bytes
+        fresh = {p.path: p for p in _run_all(todo, costs, key, opts.lint, opts.jobs, budget, writer)}
+        procs: list[_Processed] = [p if p is not None else fresh[s.key] for s, p in zip(srcs, processed)]
+        procs, redone = _project_mask_pass([s.key for s in srcs], procs, key, opts.lint)
+        if redone:
+            todo += [(path, True, None) for path in redone if path not in fresh]
+            fresh.update({p.path: p for p in procs if p.path in redone})
+        if ext is not None:
+            for res in fresh.values():
+                _apply_external(res, ext)
 
-    with _Writer(out_abs) as writer:
+        # String keys: this pass touches every include of every file, and Path objects are slow to make.
+        by_key = {s.key: (s, p) for s, p in zip(srcs, procs)}
+        changed = {s.key: p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
+        out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
+
+        def out_info(src: _Source) -> tuple[Path, str, str]:
+            """(output path, as a string, its directory)"""
+            k = (src.key, changed[src.key])
+            hit = out_cache.get(k)
+            if hit is None:
+                text = f"{out_root}/{_output_rel(src.rel, k[1], opts.naming)}"
+                hit = (Path(text), text, os.path.dirname(text))
+                out_cache[k] = hit
+            return hit
+
+        def out_of(src: _Source) -> Path:
+            return out_info(src)[0]
+
+        # Resolve project includes: includer dir first ("..."), then every source directory root.
+        root_strs = [str(r) for r in roots]
+        resolved: dict[str, list[tuple[int, _Source, str]]] = {}
+        joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
+
+        def join(base: str, spelling: str) -> str:
+            hit = joined.get((base, spelling))
+            if hit is None:
+                hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
+            return hit
+
+        # An include found neither next to the includer nor under a source root is reached through an include
+        # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
+        # the one file of the tree whose path ends in the spelling (none or several: left alone).
+        # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
+        # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
+        by_name: dict[str, list[_Source]] | None = None
+
+        def by_suffix(spelling: str) -> _Source | None:
+            nonlocal by_name
+            parts = spelling.split("/")
+            if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
+                return None
+            if by_name is None:
+                by_name = {}
+                for src in srcs:
+                    by_name.setdefault(src.path.name, []).append(src)
+            tail = "/" + spelling
+            hits = [c for c in by_name.get(parts[-1], ()) if c.key.endswith(tail)]
+            if len(hits) != 1 or by_key[hits[0].key][1].mode == "error":
+                return None
+            return hits[0]
+
+        for s, p in zip(srcs, procs):
+            if not p.includes:
+                continue
+            links = []
+            own_dir = str(s.path.parent)
+            bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
+            bases += [(r, False) for r in root_strs]
+            for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
+                for base, local in ([] if angled else [(own_dir, True)]) + bases:
+                    found = by_key.get(join(base, spelling))
+                    if found is not None and found[1].mode != "error":
+                        links.append((idx, found[0], "local" if local else "root"))
+                        break
+                else:
+                    target = by_suffix(spelling)
+                    if target is not None and target.path != s.path:
+                        links.append((idx, target, "dir"))
+            if links:
+                resolved[s.key] = links
+
+        tr = _translator(*key)
+        additions = _additions(srcs, procs, resolved, tr.target.sync_define)
+        for src_key in additions:
+            changed[src_key] = True
+
+        def new_spelling(includer: _Source, target: _Source, how: str, spelling: str) -> str:
+            if how == "dir":  # as many trailing components of the output as the spelling has (renamed alike)
+                return "/".join(out_info(target)[1].split("/")[-(spelling.count("/") + 1) :])
+            # Relative to the includer's output directory, or to the output root for a source-root base.
+            out_base = out_info(includer)[2] if how == "local" else out_root
+            return _relative(out_info(target)[1], out_base)
+
+        # Fixpoint: rewriting an include changes the includer, which may rename it (x.h -> x_hip.h), ...
+        moved = True
+        while moved:
+            moved = False
+            for src_key, links in resolved.items():
+                if changed[src_key]:
+                    continue
+                includer, proc = by_key[src_key]
+                for idx, target, how in links:
+                    spelling = proc.includes[idx][2]
+                    if proc.includes[idx][4] or new_spelling(includer, target, how, spelling) != spelling:
+                        changed[src_key] = True
+                        moved = True
+                        break
+    except BaseException:
+        writer.discard()
+        raise
+
+    with writer:
         findings: list[Finding] = []
         outputs: dict[Path, Path] = {}
         written: list[Path] = []
@@ -740,12 +944,12 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 continue
             claimed[dst] = s.path
             edits: list[tuple[int, int, str]] = []
-            for idx, target, how in resolved.get(str(s.path), ()):
+            for idx, target, how in resolved.get(s.key, ()):
                 start, end, spelling, _angled, mapped = p.includes[idx]
                 new = new_spelling(s, target, how, spelling)
                 if new != spelling or mapped:
                     edits.append((start, end, new))
-            added = additions.get(str(s.path))
+            added = additions.get(s.key)
             if added is not None:
                 define, header = added
                 text = insert.render(define, header, bool(p.facts & insert.CRLF))
@@ -758,7 +962,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             record = p.record()
             record["out"] = str(dst)
             record["edits"] = [list(e) for e in edits]
-            prev = prev_files.get(str(s.path))
+            prev = prev_files.get(s.key)
             # (fresh results are compared by content instead)
             stat = writer.stat(dst) if p.data is None and not p.evicted else None
             if (
@@ -772,11 +976,22 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             ):
                 unchanged.append(dst)  # same input, same options, same output file: nothing to do
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
-                records[str(s.path)] = record
+                records[s.key] = record
                 continue
             if p.data is None:  # from the cache (or evicted), but the output must be (re)made
                 remade += 0 if p.evicted else 1
-                again = _process(str(s.path), p.mode == "translate", key, lint=False)
+            if p.data is None and p.mode == "copy" and not edits:
+                if p.copied_to == str(dst) or writer.copy(s.path, dst):
+                    written.append(dst)
+                else:
+                    unchanged.append(dst)
+                stat = writer.stat(dst)
+                if stat is not None:
+                    record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
+                records[s.key] = record
+                continue
+            if p.data is None:
+                again = _process(s.key, p.mode == "translate", key, lint=False)
                 if ext is not None:
                     _apply_external(again, ext)
                 p.data = again.data
@@ -791,7 +1006,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             stat = writer.stat(dst)
             if stat is not None:
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
-            records[str(s.path)] = record
+            records[s.key] = record
 
         # Stale outputs: recorded by the previous run into this directory, not produced now.
         removed: list[Path] = []
@@ -861,8 +1076,8 @@ def _additions(
     - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
       that does (transitively), and does not define the macro itself: the macro must come before the first
       HIP header of the translation unit, and a header's own definition may come too late."""
-    facts = {str(s.path): p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
-    links = {k: [str(t.path) for _i, t, _l in v] for k, v in resolved.items()}
+    facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
+    links = {k: [t.key for _i, t, _l in v] for k, v in resolved.items()}
     out: dict[str, tuple[str | None, bytes | None]] = {}
 
     def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
@@ -882,6 +1097,8 @@ def _additions(
     # the runtime: decided for included headers before their includers (a header that gets the include
     # provides it); a cycle is broken by the order of the walk
     gets: dict[str, bytes | None] = {}
+    provided: dict[str, bool] = {}  # the files that get a runtime header: whether it is the whole runtime
+    provided_api: dict[str, bool] = {}  # the same files: each provides the API
     visiting: set[str] = set()
 
     def runtime_for(k: str) -> bytes | None:
@@ -893,7 +1110,6 @@ def _additions(
         for nxt in links.get(k, ()):
             runtime_for(nxt)
         f = facts.get(k, 0)
-        provided = {n: h == insert.RUNTIME_HEADER for n, h in gets.items() if h is not None}
         has_runtime = closure(k, insert.HAS_RUNTIME, provided)
         header: bytes | None = None
         if (
@@ -908,10 +1124,12 @@ def _additions(
         elif f & insert.USES_DEVICE and not has_runtime:
             header = insert.RUNTIME_HEADER
         elif f & insert.USES_API and not has_runtime:
-            api = {n: True for n, h in gets.items() if h is not None}
-            if not closure(k, insert.HAS_RUNTIME_API | insert.HAS_RUNTIME, api):
+            if not closure(k, insert.HAS_RUNTIME_API | insert.HAS_RUNTIME, provided_api):
                 header = insert.RUNTIME_API_HEADER
         gets[k] = header
+        if header is not None:
+            provided[k] = header == insert.RUNTIME_HEADER
+            provided_api[k] = True
         visiting.discard(k)
         return header
 
@@ -1001,7 +1219,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         return None
     try:
         with open(path, "rb") as fh:
-            sha = sha256_hex(fh.read())
+            sha = file_sha256_hex(fh)
     except OSError:
         return None
     if sha != entry.get("sha"):
