@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tools.hipify import insert, masks
+from tools.hipify import cond, insert, masks, simd
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
+from tools.hipify.headers import table_row
+from tools.hipify.scope import load_macros
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 from tools.hipify.targets import Target, load_target
 
@@ -46,13 +48,6 @@ _CUDA_LOOKING = _Lazy(
     rb"(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cu(?:blas|rand|sparse|fft|solver|dnn|tensor)\w+"
     rb"|CU_[A-Z0-9_]+|CU(?:BLAS|RAND|SPARSE|FFT|SOLVER|DNN|DA_ERROR)_\w+|nvrtc[A-Z]\w*)\Z"
 )
-
-# CUDA-only headers: no HIP counterpart exists.
-_CUDA_ONLY_HEADER = _Lazy(
-    rb"(?:cuda/(?:pipeline|barrier|latch|semaphore|annotated_ptr|memcpy_async|std/barrier)|cuda_pipeline\w*\.h"
-    rb"|cuda_awbarrier\w*\.h|mma\.h|crt/\w+\.h|nvml\.h|nvtx3?/\S*|nvToolsExt\w*\.h|cudaProfiler\.h)\Z"
-)
-
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -98,7 +93,20 @@ class Include:
 
 
 class FileResult:
-    __slots__ = ("changed", "comment_spans", "data", "defines", "facts", "findings", "includes", "unresolved")
+    __slots__ = (
+        "changed",
+        "comment_spans",
+        "cuda_changed",
+        "data",
+        "defines",
+        "directives",
+        "facts",
+        "findings",
+        "includes",
+        "simd_defined",
+        "simd_used",
+        "unresolved",
+    )
 
     def __init__(  # noqa: PLR0917
         self,
@@ -118,15 +126,23 @@ class FileResult:
         self.comment_spans = comment_spans  # comments and literals in the input (the lint skips them)
         self.facts = facts  # what the file uses and includes (tools/hipify/insert.py's bits), for the tree pass
         self.unresolved: list[str] = []  # lane-mask names defined neither here nor in the known project masks
+        # whether the translation changed the file's CUDA content: anything but the renaming of CUDA
+        # compiler-identification macros (__CUDACC__ -> __HIPCC__: data/macros.tsv); the tree pass names files by it
+        self.cuda_changed = changed
+        self.directives: list[cond.Directive] = []  # its conditionals and #define/#undef lines (tools/hipify/scope.py)
+        self.simd_used: list[str] = []  # the SIMD intrinsics it uses (tools/hipify/simd.py) ...
+        self.simd_defined: list[str] = []  # ... and those it defines itself
 
 
 class _FileState:
     """What one file's pass collects besides the output."""
 
-    __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
+    __slots__ = ("defines", "discarded", "facts", "findings", "includes", "simd_defined", "simd_used", "unresolved")
 
     def __init__(self) -> None:
         self.findings: list[RawFinding] = []
+        self.simd_used: set[bytes] = set()
+        self.simd_defined: set[bytes] = set()
         self.includes: list[Include] = []
         self.defines: list[str] = []
         self.facts = 0
@@ -138,7 +154,17 @@ _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking
 
 
 class _Action:
-    __slots__ = ("downgrade", "finding", "namespace_only", "replacement", "simple", "stmt", "sync")
+    __slots__ = (
+        "compiler_id",
+        "downgrade",
+        "finding",
+        "namespace_only",
+        "replacement",
+        "simd",
+        "simple",
+        "stmt",
+        "sync",
+    )
 
     def __init__(  # noqa: PLR0917
         self,
@@ -148,6 +174,8 @@ class _Action:
         downgrade: Downgrade | None = None,
         sync: bool = False,
         stmt: bool = False,
+        simd: bool = False,
+        compiler_id: bool = False,
     ) -> None:
         self.replacement = replacement  # None: leave the name
         self.finding = finding
@@ -155,8 +183,12 @@ class _Action:
         self.downgrade = downgrade  # a call rewrite for an older HIP target (tried first)
         self.sync = sync  # a warp *_sync builtin (or __activemask) on a target that changes them (mask, macro)
         self.stmt = stmt  # returns the nodiscard error type: a call whose result is discarded gets (void)
+        self.simd = simd  # a SIMD-in-a-word intrinsic (tools/hipify/simd.py): its use is recorded
+        self.compiler_id = compiler_id  # a CUDA compiler-identification macro: renaming it is no CUDA content change
         # the replacement when nothing else is to be done (no finding, no context check, no downgrade)
-        plain = finding is None and not namespace_only and downgrade is None and not sync and not stmt
+        plain = (
+            finding is None and not namespace_only and downgrade is None and not sync and not stmt and not compiler_id
+        )
         self.simple = replacement if plain else None
 
 
@@ -281,6 +313,8 @@ class Translator:
         self.target: Target = load_target(hip_version)
         self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
+        self.simd_names = simd.names()
+        self.compiler_ids = frozenset(n.encode("latin-1") for n in load_macros().compiler_ids)
         # The names the scanner must stop on: they depend on the database, the target and the options.
         prefixes = self._derive_prefixes(db, hip_version)
         # A downgrade applies only where the (possibly user-overridden) entry is unavailable at the target.
@@ -327,6 +361,8 @@ class Translator:
                 act = _Action(act.replacement, act.finding, act.namespace_only, sync=True)
             elif usable and act.replacement is not None and self._nodiscard(name, act.replacement):
                 act = _Action(act.replacement, act.finding, act.namespace_only, stmt=True)
+            elif act.simple is not None and name in self.compiler_ids:
+                act = _Action(act.replacement, None, compiler_id=True)
             self._cache[name] = act
         return act
 
@@ -345,6 +381,20 @@ class Translator:
 
     def _decide(self, raw: bytes) -> _Action:
         name = raw.decode("latin-1")
+        if raw in self.simd_names:
+            target = f"HIP {format_version(self.hip_version)}" if self.hip_version else "HIP"
+            return _Action(
+                None,
+                (
+                    "unsupported",
+                    f"{name} is one of CUDA's SIMD-in-a-word intrinsics, which {target} lacks (HIP 5.2, 6.4 and 7.2 "
+                    "declare none of them)",
+                    f"write {name} with per-lane integer arithmetic (the CUDA Math API documents each), or let hipify "
+                    "provide it: it writes hipify_simd.h into the output and includes it where the tree uses these",
+                    True,
+                ),
+                simd=True,
+            )
         entry = self.db.lookup(name)
         if entry is None or entry.kind == "header":
             if self.report_unmapped and _CUDA_LOOKING().match(raw):
@@ -451,11 +501,13 @@ class Translator:
                     True,
                 )
             return entry.hip_name.encode("latin-1"), None
-        if _CUDA_ONLY_HEADER().match(path):
+        row = table_row(name)
+        if row is not None:
             return None, (
                 "hazard",
-                f"<{name}> is a CUDA-only header (no HIP counterpart)",
-                "guard it with #ifndef __HIP_PLATFORM_AMD__ and provide a HIP code path",
+                row.reason(name, self.hip_version),
+                f"{row.instead}; or guard the include and the code that needs it with #ifndef __HIP_PLATFORM_AMD__ "
+                "(data/cuda_only_headers.tsv)",
                 True,
             )
         return None, None
@@ -492,6 +544,7 @@ class Translator:
         cache = self._cache
         tcs = self.translate_comments_and_strings
         skip_until = 0  # input consumed by a downgrade rewrite (e.g. a dropped lane mask)
+        cuda_edit = False  # an edit other than a compiler-identification macro's (see FileResult.cuda_changed)
         idc = _IDC_SET
         scan_from = 0
         while scan_from >= 0:
@@ -513,6 +566,7 @@ class Translator:
                         out.append(data[pos:start])
                         out.append(simple)
                         pos = end
+                        cuda_edit = True
                         continue
                     edit = self._name_occurrence(data, start, end, act, st)
                     if edit is not None:
@@ -522,6 +576,8 @@ class Translator:
                         pos = resume
                         if consumed:
                             skip_until = resume
+                        if not act.compiler_id:
+                            cuda_edit = True
                     continue
                 if kind in ("lc", "bc") and not tcs:  # comments: the next most common token
                     span = m.span()
@@ -538,6 +594,7 @@ class Translator:
                         out.append(data[pos:mstart])
                         out.append(new)
                         pos = m.end()
+                        cuda_edit = True
                     continue
                 if kind == "chr":
                     if mstart and data[mstart - 1] in idc and data[_token_start(data, mstart)] in _DIGITS:
@@ -562,6 +619,7 @@ class Translator:
                             out.append(data[pos:mstart])
                             out.append(new)
                             pos = end
+                            cuda_edit = True
                 elif kind == "inc":
                     pstart, pend = m.span("path")
                     counted_len += sum(map(len, out[counted_items:]))
@@ -580,6 +638,7 @@ class Translator:
                         out.append(data[pos:estart])
                         out.append(text)
                         pos = eend
+                        cuda_edit = True
                 elif kind == "launch":
                     counted_len += sum(map(len, out[counted_items:]))
                     counted_items = len(out)
@@ -590,7 +649,7 @@ class Translator:
         else:
             out.append(data[pos:])
             result = b"".join(out)
-        return self._finish(data, result, st, spans, launches)
+        return self._finish(data, result, st, spans, launches, cuda_edit)
 
     def _name_occurrence(
         self, data: bytes, start: int, end: int, act: _Action, st: _FileState
@@ -600,6 +659,18 @@ class Translator:
         ``data[start:resume]`` (consumed: the call's arguments were rewritten too: a dropped or widened lane
         mask), or None."""
         findings = st.findings
+        if act.compiler_id:
+            return act.replacement, end, False
+        if act.simd:
+            name = data[start:end]
+            if _defines_function(data, start, end):
+                st.simd_defined.add(name)  # the project's own (a hand port's compat header): not CUDA's
+                return None
+            st.simd_used.add(name)
+            assert act.finding is not None
+            fk, reason, sugg, blocking = act.finding
+            findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking, "simd-intrinsic"))
+            return None
         dg = act.downgrade
         if dg is not None:
             rewrite = rewrite_call(data, end, dg)
@@ -775,6 +846,7 @@ class Translator:
         st: _FileState,
         spans: list[tuple[int, int]],
         launches: list[tuple[int, int]],
+        cuda_edit: bool = True,
     ) -> FileResult:
         findings = st.findings
         includes = st.includes
@@ -798,11 +870,16 @@ class Translator:
                     )
                 )
             changed = changed or len(failed) < len(launches)
+            cuda_edit = cuda_edit or len(failed) < len(launches)
         if st.discarded:
             findings.append(self._discarded_note(data, st.discarded))
         facts = st.facts | insert.defines_and_lines(data, self.target.sync_define)
         fr = FileResult(out, changed, findings, includes, defines, spans, facts)
         fr.unresolved = sorted(n.decode("latin-1") for n in st.unresolved)
+        fr.cuda_changed = changed and cuda_edit
+        fr.directives = cond.directives(data, spans)
+        fr.simd_used = sorted(n.decode("latin-1") for n in st.simd_used)
+        fr.simd_defined = sorted(n.decode("latin-1") for n in st.simd_defined)
         return fr
 
     def _discarded_note(self, data: bytes, calls: list[tuple[int, bytes]]) -> RawFinding:
@@ -1043,6 +1120,21 @@ def _is_declaration(data: bytes, start: int, end: int) -> bool:
         return False
     prev = _prev_token(data, max(0, start - 64), start)
     return prev is not None and prev not in _NOT_TYPES
+
+
+def _defines_function(data: bytes, start: int, end: int) -> bool:
+    """Whether the name at ``start:end`` is a function declared or defined here: a type before it, and after its
+    parameter list a ``{`` (a definition) or, after a type that is a word, a ``;`` (a prototype)."""
+    prev = _prev_token(data, max(0, start - 64), start)
+    if prev is None or prev in _NOT_TYPES:
+        return False
+    close = _call_end(data, end)
+    if close < 0:
+        return False
+    after = data[close : close + 64].lstrip()
+    if after[:1] == b"{" or after[:8].startswith((b"const", b"noexcept")):
+        return True
+    return after[:1] == b";" and prev[-1:] not in (b"&", b"*", b">")
 
 
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")

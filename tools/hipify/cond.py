@@ -1,0 +1,460 @@
+"""Preprocessor conditionals: which branches of a file a build compiles, as far as the build's defines decide it.
+
+``directives`` lists a file's ``#if``/``#ifdef``/``#ifndef``/``#elif``/``#else``/``#endif`` and ``#define``/``#undef``
+lines (outside comments and literals); ``parse`` reads a condition into a small tree (``defined``, integer
+literals, the C operators); ``evaluate`` computes it three-valued: an integer, or ``None`` when it depends on a
+macro nothing given decides. ``dead_lines`` gives the line ranges a compile does not see in any of the
+environments it is asked about (the HIP-Clang device and host passes, a host C/C++ compiler: see
+tools/hipify/scope.py). A branch is dead only when its condition is decided false; anything unknown keeps it.
+
+Values follow the C preprocessor: a macro that is known to be undefined is 0, ``defined(X)`` is 0 or 1, arithmetic
+is on 64-bit integers (``u``-suffixed literals as unsigned), and ``&&``, ``||``, ``?:`` short-circuit, so
+``!defined(A) && X`` is decided by ``A`` alone.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+
+#: a macro known to be undefined
+UNDEF = "undef"
+#: a macro known to be defined, value unknown (``-D X=abc``)
+DEFINED = "defined"
+
+Value = int | str  # an integer, UNDEF or DEFINED
+Lookup = Callable[[str], "Value | None"]  # None: nothing known about the name
+
+# (kind, first line, last line, argument): kind is if/ifdef/ifndef/elif/else/endif/define/undef (elifdef and
+# elifndef, C23/C++23, are read as elif with defined()/!defined()); the argument is the condition (if/elif, as
+# written, comments blanked, continuations joined) or the macro name (ifdef/ifndef/define/undef)
+Directive = tuple[str, int, int, str]
+
+_KINDS = frozenset({"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif", "define", "undef"})
+_DIRECTIVE = rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b"
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Directive]:
+    """The conditional and macro directives of ``data``; ``spans`` are its comments and literals (sorted), whose
+    text is blanked in a condition and inside which no directive starts."""
+    if b"#" not in data:
+        return []
+    starts = [a for a, _b in spans]
+    out: list[Directive] = []
+    line = 1
+    last = 0
+    for m in re.finditer(_DIRECTIVE, data, re.M):
+        at = m.start()
+        k = bisect_right(starts, at) - 1
+        hash_at = data.index(b"#", at)
+        if k >= 0 and hash_at < spans[k][1]:
+            continue  # inside a block comment
+        line += data.count(b"\n", last, at)
+        last = at
+        end = _logical_end(data, m.end())
+        raw = data[m.end() : end]
+        first_span = bisect_right(starts, m.end()) - 1
+        if b"/" in raw or b'"' in raw or b"'" in raw:
+            raw = _blank(data, m.end(), end, spans, max(first_span, 0))
+        text = raw.replace(b"\\\r\n", b" ").replace(b"\\\n", b" ").decode("latin-1").strip()
+        kind = m.group(1).decode()
+        last_line = line + data.count(b"\n", at, end)
+        if kind in ("ifdef", "ifndef", "define", "undef", "elifdef", "elifndef"):
+            name = _NAME.match(text)
+            text = name.group() if name else ""
+            if kind in ("elifdef", "elifndef"):
+                kind, text = "elif", ("defined " if kind == "elifdef" else "!defined ") + text
+        out.append((kind, line, last_line, text))
+    return out
+
+
+def _logical_end(data: bytes, i: int) -> int:
+    n = len(data)
+    while True:
+        end = data.find(b"\n", i)
+        if end < 0:
+            return n
+        if not data[i:end].rstrip(b"\r").endswith(b"\\"):
+            return end
+        i = end + 1
+
+
+def _blank(data: bytes, lo: int, hi: int, spans: Sequence[tuple[int, int]], k: int) -> bytes:
+    """``data[lo:hi]`` with the comment/literal spans in it replaced by spaces."""
+    out = bytearray(data[lo:hi])
+    while k < len(spans) and spans[k][0] < hi:
+        a, b = spans[k]
+        a, b = max(a, lo), min(b, hi)
+        if a < b:
+            out[a - lo : b - lo] = b" " * (b - a)
+        k += 1
+    return bytes(out)
+
+
+# -- the expression --------------------------------------------------------------------------------------------
+# A node: (op, start, end, *children); op is "num" (value), "id" (name), "defined" (name), "call" (name: a
+# function-like macro or __has_include & co, unknown), "!", "~", "neg", "pos", a binary operator, or "?:".
+Node = tuple[object, ...]
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>(?:0[xX][0-9a-fA-F']+|0[bB][01']+|\d[\d']*)[uUlL]*)(?![\w.])"
+    r"|(?P<chr>'(?:\\.|[^'\\])+')"
+    r"|(?P<id>[A-Za-z_]\w*)"
+    r"|(?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%<>&^|!~?:(),]))"
+)
+_BINARY = {
+    "*": 10,
+    "/": 10,
+    "%": 10,
+    "+": 9,
+    "-": 9,
+    "<<": 8,
+    ">>": 8,
+    "<": 7,
+    ">": 7,
+    "<=": 7,
+    ">=": 7,
+    "==": 6,
+    "!=": 6,
+    "&": 5,
+    "^": 4,
+    "|": 3,
+    "&&": 2,
+    "||": 1,
+}
+COMPARISONS = frozenset({"<", ">", "<=", ">=", "==", "!="})
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str, int, int]] = []  # (type, text, start, end)
+        pos = 0
+        n = len(text)
+        while pos < n:
+            m = _TOKEN.match(text, pos)
+            if m is None:
+                if text[pos:].strip():
+                    raise ValueError(f"cannot read {text[pos:]!r}")
+                break
+            kind = m.lastgroup or ""
+            self.tokens.append((kind, m.group(kind), m.start(kind), m.end()))
+            pos = m.end()
+        self.i = 0
+
+    def peek(self) -> tuple[str, str, int, int] | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str, int, int]:
+        tok = self.peek()
+        if tok is None:
+            raise ValueError("unexpected end")
+        self.i += 1
+        return tok
+
+    def expect(self, op: str) -> tuple[str, str, int, int]:
+        tok = self.take()
+        if tok[1] != op:
+            raise ValueError(f"expected {op!r}, got {tok[1]!r}")
+        return tok
+
+    def expression(self, min_prec: int = 0) -> Node:
+        left = self.unary()
+        while True:
+            tok = self.peek()
+            if tok is None or tok[0] != "op":
+                break
+            if tok[1] == "?" and min_prec == 0:
+                self.take()
+                then = self.expression()
+                self.expect(":")
+                other = self.expression()
+                left = ("?:", left[1], other[2], left, then, other)
+                continue
+            prec = _BINARY.get(tok[1])
+            if prec is None or prec < min_prec or prec == 0:
+                break
+            self.take()
+            right = self.expression(prec + 1)
+            left = (tok[1], left[1], right[2], left, right)
+        return left
+
+    def unary(self) -> Node:
+        tok = self.take()
+        kind, text, start, end = tok
+        if kind == "op" and text in ("!", "~", "-", "+"):
+            inner = self.unary()
+            op = {"-": "neg", "+": "pos"}.get(text, text)
+            return (op, start, inner[2], inner)
+        if kind == "op" and text == "(":
+            inner = self.expression()
+            close = self.expect(")")
+            return ("()", start, close[3], inner)
+        if kind == "num":
+            return ("num", start, end, _integer(text))
+        if kind == "chr":
+            return ("call", start, end, text)  # a character constant: not evaluated
+        if kind == "id":
+            if text == "defined":
+                nxt = self.take()
+                if nxt[1] == "(":
+                    name = self.take()
+                    close = self.expect(")")
+                    return ("defined", start, close[3], name[1])
+                return ("defined", start, nxt[3], nxt[1])
+            nxt = self.peek()
+            if nxt is not None and nxt[1] == "(":  # a function-like macro, __has_include(...), ...: unknown
+                depth = 0
+                while True:
+                    t = self.take()
+                    if t[1] == "(":
+                        depth += 1
+                    elif t[1] == ")":
+                        depth -= 1
+                        if depth == 0:
+                            return ("call", start, t[3], text)
+            return ("id", start, end, text)
+        raise ValueError(f"unexpected {text!r}")
+
+
+def _integer(text: str) -> int | None:
+    body = text.rstrip("uUlL").replace("'", "")
+    try:
+        if body[:2] in ("0x", "0X"):
+            return int(body[2:], 16)
+        if body[:2] in ("0b", "0B"):
+            return int(body[2:], 2)
+        if len(body) > 1 and body[0] == "0":
+            return int(body, 8)
+        return int(body)
+    except ValueError:
+        return None
+
+
+def parse(text: str) -> Node | None:
+    """The condition ``text`` as a tree, or None when it is not a plain integer expression (then it is never
+    decided)."""
+    try:
+        p = _Parser(text)
+        if not p.tokens:
+            return None
+        node = p.expression()
+        return node if p.peek() is None else None
+    except (ValueError, IndexError):
+        return None
+
+
+def names(node: Node) -> list[str]:
+    """The macro names a condition reads (for ``defined`` and as values)."""
+    op = node[0]
+    if op in ("id", "defined"):
+        return [str(node[3])]
+    if op in ("num", "call"):
+        return []
+    out: list[str] = []
+    for child in node[3:]:
+        if isinstance(child, tuple):
+            out += names(child)
+    return out
+
+
+_MASK = (1 << 64) - 1
+
+
+def _signed(v: int) -> int:
+    v &= _MASK
+    return v - (1 << 64) if v >> 63 else v
+
+
+def evaluate(node: Node, lookup: Lookup) -> int | None:
+    """The value of a condition, or None when it is not decided by what ``lookup`` knows (``lookup(name)``: an
+    integer, UNDEF, DEFINED, or None for nothing known)."""
+    op = node[0]
+    if op == "num":
+        v = node[3]
+        return v if isinstance(v, int) else None
+    if op == "id":
+        known = lookup(str(node[3]))
+        if known is None or known == DEFINED:
+            return None
+        return 0 if known == UNDEF else int(known)
+    if op == "defined":
+        known = lookup(str(node[3]))
+        if known is None:
+            return None
+        return 0 if known == UNDEF else 1
+    if op == "call":
+        return None
+    kids = [c for c in node[3:] if isinstance(c, tuple)]
+    if op == "()":
+        return evaluate(kids[0], lookup)
+    if op in ("!", "~", "neg", "pos"):
+        v = evaluate(kids[0], lookup)
+        if v is None:
+            return None
+        return {"!": int(not v), "~": _signed(~v), "neg": _signed(-v), "pos": v}[str(op)]
+    if op == "?:":
+        c = evaluate(kids[0], lookup)
+        a = evaluate(kids[1], lookup)
+        b = evaluate(kids[2], lookup)
+        if c is None:
+            return a if a is not None and a == b else None
+        return a if c else b
+    a = evaluate(kids[0], lookup)
+    if op == "&&":
+        if a == 0:
+            return 0
+        b = evaluate(kids[1], lookup)
+        if b == 0:
+            return 0
+        return None if a is None or b is None else 1
+    if op == "||":
+        if a is not None and a != 0:
+            return 1
+        b = evaluate(kids[1], lookup)
+        if b is not None and b != 0:
+            return 1
+        return None if a is None or b is None else 0
+    b = evaluate(kids[1], lookup)
+    if a is None or b is None:
+        if op == "*" and (a == 0 or b == 0):
+            return 0
+        return None
+    return _binary(str(op), a, b)
+
+
+def _binary(op: str, a: int, b: int) -> int | None:
+    if op in ("/", "%"):
+        if b == 0:
+            return None  # an error for the preprocessor: not decided here
+        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # C truncates towards zero
+        return _signed(q if op == "/" else a - q * b)
+    if op in ("<<", ">>"):
+        if not 0 <= b < 64:
+            return None
+        return _signed(a << b) if op == "<<" else a >> b
+    result = {
+        "*": lambda: a * b,
+        "+": lambda: a + b,
+        "-": lambda: a - b,
+        "<": lambda: int(a < b),
+        ">": lambda: int(a > b),
+        "<=": lambda: int(a <= b),
+        ">=": lambda: int(a >= b),
+        "==": lambda: int(a == b),
+        "!=": lambda: int(a != b),
+        "&": lambda: a & b,
+        "^": lambda: a ^ b,
+        "|": lambda: a | b,
+    }[op]()
+    return _signed(result)
+
+
+# -- branches ----------------------------------------------------------------------------------------------------
+class Branch:
+    """One branch of a conditional group: ``#if``/``#ifdef``/``#ifndef``, an ``#elif`` or the ``#else``; its body
+    runs from the line after its directive (``first``) to the line before the group's next directive (``last``)."""
+
+    __slots__ = ("cond", "first", "group", "last", "line", "parent", "text")
+
+    def __init__(self, group: int, parent: int, line: int, first: int, cond: Node | None, text: str) -> None:
+        self.group = group  # groups are numbered in file order
+        self.parent = parent  # the branch this group sits in (-1: the top level)
+        self.line = line  # the directive's line
+        self.first = first
+        self.last = 1 << 60  # (an unterminated group runs to the end)
+        self.cond = cond  # None: the #else, or a condition that cannot be read (kept: never decided)
+        self.text = text  # the condition as written ("" for #else; "defined X"/"!defined X" for #ifdef/#ifndef)
+
+
+_ELSE = ("else",)
+
+
+def branches(dirs: Sequence[Directive]) -> list[Branch]:
+    """The branches of a file's conditional groups, in order (a group's branches are consecutive)."""
+    out: list[Branch] = []
+    stack: list[tuple[int, int]] = []  # (group, index of its current branch)
+    groups = 0
+    for kind, line, last_line, arg in dirs:
+        if kind in ("define", "undef"):
+            continue
+        if kind in ("if", "ifdef", "ifndef"):
+            text = arg if kind == "if" else f"{'!' if kind == 'ifndef' else ''}defined {arg}"
+            parent = stack[-1][1] if stack else -1
+            out.append(Branch(groups, parent, line, last_line + 1, parse(text) if arg else None, text))
+            stack.append((groups, len(out) - 1))
+            groups += 1
+        elif kind in ("elif", "else"):
+            if not stack:
+                continue
+            group, current = stack[-1]
+            out[current].last = line - 1
+            parent = out[current].parent
+            cond = parse(arg) if kind == "elif" and arg else None
+            out.append(Branch(group, parent, line, last_line + 1, cond, arg if kind == "elif" else ""))
+            if kind == "else":
+                out[-1].cond = None
+            stack[-1] = (group, len(out) - 1)
+        elif kind == "endif" and stack:
+            _group, current = stack.pop()
+            out[current].last = line - 1
+    return out
+
+
+def branch_states(bs: Sequence[Branch], lookup: Lookup) -> list[int | None]:
+    """Per branch, in one environment: 1 compiled, 0 not compiled, None not decided."""
+    states: list[int | None] = []
+    taken: dict[int, int | None] = {}  # group -> whether an earlier branch was taken (None: not decided)
+    for i, b in enumerate(bs):
+        first_of_group = i == 0 or bs[i - 1].group != b.group
+        before = 0 if first_of_group else taken[b.group]
+        if b.cond is None:
+            own: int | None = 1 if b.text == "" else None
+        else:
+            v = evaluate(b.cond, lookup)
+            own = None if v is None else int(v != 0)
+        if before == 1:
+            state: int | None = 0
+        elif before == 0:
+            state = own
+        else:
+            state = 0 if own == 0 else None
+        parent = states[b.parent] if b.parent >= 0 else 1
+        if parent == 0:
+            state = 0
+        elif parent is None and state == 1:
+            state = None
+        states.append(state)
+        if own == 1:
+            taken[b.group] = 1
+        elif own == 0:
+            taken[b.group] = before
+        else:
+            taken[b.group] = 1 if before == 1 else None
+    return states
+
+
+def dead_lines(bs: Sequence[Branch], lookups: Sequence[Lookup]) -> list[tuple[int, int]]:
+    """The line ranges (first, last; inclusive) of the branches no environment compiles (none when there is no
+    environment)."""
+    if not bs or not lookups:
+        return []
+    dead = [True] * len(bs)
+    for lookup in lookups:
+        for i, state in enumerate(branch_states(bs, lookup)):
+            if state != 0:
+                dead[i] = False
+    out: list[tuple[int, int]] = []
+    for i, b in enumerate(bs):
+        if dead[i] and b.first <= b.last and not (out and out[-1][0] <= b.first and b.last <= out[-1][1]):
+            out.append((b.first, b.last))
+    return out
+
+
+def in_ranges(line: int, ranges: Sequence[tuple[int, int]], firsts: Sequence[int] | None = None) -> bool:
+    """Whether ``line`` lies in one of the sorted, disjoint ``ranges``."""
+    starts = firsts if firsts is not None else [a for a, _b in ranges]
+    k = bisect_right(starts, line) - 1
+    return k >= 0 and line <= ranges[k][1]

@@ -1,0 +1,250 @@
+"""Where a finding counts: the role of each file in the build, and the branches the ROCm build compiles.
+
+- **Roles** (``roles``). A *CUDA unit* is a file the build compiles as CUDA: ``.cu`` by default (the build backend,
+  which compiles every source of csrc/ as HIP, passes its suffixes; ``--cuda-units``). A *CUDA header* is a file a
+  CUDA unit includes (transitively, through the includes the tree pass resolves), a ``.cuh``, or a header with
+  device code (``__global__``/``__device__``): only a CUDA compiler can compile it. Everything else is *other*
+  (CPU code: ``.c``/``.cpp`` units and the headers only they include). Blocking findings count in CUDA units and
+  headers; in other files they are summarised, one note per file (tools/hipify/tree.py).
+- **Environments** (``environments``). The compiles a file is part of: HIP-Clang's device and host passes (files a
+  CUDA unit reaches), a host C/C++ compiler (files a CPU unit reaches), all three for a file nothing includes.
+- **Dead branches** (``dead_regions``). A branch is dead when its condition is decided false in every environment
+  of its file, from what is known: the build's ``-D``/``-U`` (given by the user or the build backend), the values
+  HIP-Clang predefines (``data/macros.tsv``), the CUDA macros HIP does not define (the database's unsupported
+  ``define`` names, e.g. ``CUDART_VERSION``), and the project's own macros whose every ``#define``/``#undef`` sits in
+  a dead branch (computed to a fixpoint). A macro the project defines in a live branch, or that nothing mentions,
+  is not known: a condition that depends on it is not decided, and its branches stay. Conditions are read as the
+  HIP compile sees them: a CUDA name the translation renames is looked up under its HIP name
+  (``__CUDACC__`` -> ``__HIPCC__``, ``__CUDA_ARCH__`` -> ``__HIP_DEVICE_COMPILE__``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from tools.errors import ToolError
+from tools.hipify import cond
+
+MACROS_DB = Path(__file__).resolve().parent / "data" / "macros.tsv"
+_COLUMNS = ("name", "kind", "hip_device", "hip_host", "host_cc", "source")
+
+#: the environments: HIP-Clang's device pass, its host pass, a host C/C++ compiler
+DEVICE, HOST, HOST_CC = 0, 1, 2
+ENV_NAMES = ("HIP device pass", "HIP host pass", "host compiler")
+
+CUDA_UNIT = "cuda-unit"
+CUDA_HEADER = "cuda-header"
+OTHER = "other"
+ROLES = (CUDA_UNIT, CUDA_HEADER, OTHER)
+DEFAULT_CUDA_UNITS = (".cu",)
+
+#: header suffixes (a header is never a unit)
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp"})
+#: what a build compiles as a unit of its own (C, C++, CUDA, HIP)
+UNIT_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".c++", ".cu", ".hip"})
+
+Define = tuple[str, "str | None"]  # (name, value): -D NAME=VALUE (VALUE "1" for -D NAME); (name, None): -U NAME
+
+
+class Macros:
+    """``data/macros.tsv``: the CUDA compiler-identification macros and the values of HIP-Clang's predefined ones."""
+
+    __slots__ = ("compiler_ids", "values")
+
+    def __init__(self, compiler_ids: frozenset[str], values: Mapping[str, tuple[cond.Value | None, ...]]) -> None:
+        self.compiler_ids = compiler_ids
+        self.values = dict(values)  # name -> (device, host, host compiler): int, UNDEF, or None (not known)
+
+
+def _value(cell: str, where: str) -> cond.Value | None:
+    if cell == "":
+        return None
+    if cell == "-":
+        return cond.UNDEF
+    try:
+        return int(cell, 0)
+    except ValueError:
+        raise ToolError(f"{where}: bad value {cell!r} (an integer, '-' for undefined, or empty)") from None
+
+
+@lru_cache(maxsize=2)
+def load_macros(path: Path = MACROS_DB) -> Macros:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ToolError(f"cannot read {path}: {err.strerror or err}") from None
+    ids: set[str] = set()
+    values: dict[str, tuple[cond.Value | None, ...]] = {}
+    header = False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cells = line.split("\t")
+        where = f"{path}:{lineno}"
+        if not header:
+            if tuple(cells) != _COLUMNS:
+                raise ToolError(f"{where}: the header row must be {' '.join(_COLUMNS)}")
+            header = True
+            continue
+        if len(cells) != len(_COLUMNS) or cells[1] not in ("compiler-id", "predefined") or not cells[0]:
+            raise ToolError(f"{where}: bad row {line!r} (want {len(_COLUMNS)} cells, kind compiler-id or predefined)")
+        if cells[1] == "compiler-id":
+            ids.add(cells[0])
+        vals = tuple(_value(c, where) for c in cells[2:5])
+        if any(v is not None for v in vals):
+            values[cells[0]] = vals
+    return Macros(frozenset(ids), values)
+
+
+def parse_define(text: str, undefine: bool = False) -> Define:
+    """``NAME``, ``NAME=VALUE`` (``-D``) or ``NAME`` (``-U``) as a compile gets them; a bad one is a ToolError."""
+    name, eq, value = text.partition("=")
+    name = name.strip()
+    if not cond._NAME.fullmatch(name) or (undefine and eq):
+        option = "-U NAME" if undefine else "-D NAME[=VALUE]"
+        raise ToolError(f"bad define {text!r}: expected {option} with a C identifier as NAME, as the compiler takes it")
+    if undefine:
+        return (name, None)
+    return (name, value if eq else "1")
+
+
+def define_values(defines: Sequence[Define]) -> dict[str, cond.Value]:
+    """The given defines as values (the last one of a name wins, as on a compiler's command line)."""
+    out: dict[str, cond.Value] = {}
+    for name, value in defines:
+        if value is None:
+            out[name] = cond.UNDEF
+        else:
+            number = _number(value)
+            out[name] = number if number is not None else cond.DEFINED
+    return out
+
+
+def _number(text: str) -> int | None:
+    node = cond.parse(text) if text.strip() else None
+    if node is None:
+        return 0 if not text.strip() else None  # -D X= defines X as empty: 0 in #if
+    return cond.evaluate(node, lambda _n: None)
+
+
+# -- roles -----------------------------------------------------------------------------------------------------
+def _suffix(key: str) -> str:
+    dot = key.rfind(".")
+    return key[dot:].lower() if dot > key.rfind("/") else ""
+
+
+def roles(
+    keys: Iterable[str],
+    links: Mapping[str, Sequence[str]],
+    device: Iterable[str],
+    cuda_units: Sequence[str] = DEFAULT_CUDA_UNITS,
+) -> dict[str, str]:
+    """Each file's role (see the module doc): ``links`` are the project includes the tree pass resolved,
+    ``device`` the files with device code."""
+    unit_suffixes = {s.lower() for s in cuda_units}
+    out = {k: OTHER for k in keys}
+    devices = set(device)
+    todo = [k for k in out if _suffix(k) in unit_suffixes]
+    for k in todo:
+        out[k] = CUDA_UNIT
+    for k in out:
+        if out[k] == OTHER and (_suffix(k) == ".cuh" or (k in devices and _suffix(k) in HEADER_SUFFIXES)):
+            out[k] = CUDA_HEADER
+            todo.append(k)
+    while todo:
+        k = todo.pop()
+        for nxt in links.get(k, ()):
+            if out.get(nxt) == OTHER:
+                out[nxt] = CUDA_HEADER
+                todo.append(nxt)
+    return out
+
+
+def environments(
+    keys: Iterable[str], links: Mapping[str, Sequence[str]], role: Mapping[str, str]
+) -> dict[str, tuple[int, ...]]:
+    """The compiles each file is part of (DEVICE, HOST, HOST_CC): the HIP passes for CUDA units and headers, the
+    host compiler for files a CPU unit reaches, all of them for a header nothing includes (and what it includes)."""
+    keys = list(keys)
+    included = {t for k in keys for t in links.get(k, ())}
+
+    def closure(starts: Iterable[str]) -> set[str]:
+        seen: set[str] = set()
+        stack = list(starts)
+        while stack:
+            k = stack.pop()
+            if k not in seen:
+                seen.add(k)
+                stack += links.get(k, ())
+        return seen
+
+    hip = {k for k in keys if role.get(k, OTHER) != OTHER}
+    cpu = closure(k for k in keys if role.get(k, OTHER) == OTHER and _suffix(k) in UNIT_SUFFIXES)
+    orphans = closure(k for k in keys if k not in included and _suffix(k) not in UNIT_SUFFIXES)
+    out: dict[str, tuple[int, ...]] = {}
+    for k in keys:
+        envs: list[int] = []
+        if k in hip or k in orphans:
+            envs += [DEVICE, HOST]
+        if k in cpu or k in orphans:
+            envs.append(HOST_CC)
+        out[k] = tuple(envs) or (DEVICE, HOST, HOST_CC)
+    return out
+
+
+# -- dead branches ---------------------------------------------------------------------------------------------
+def dead_regions(  # noqa: PLR0913
+    files: Mapping[str, Sequence[cond.Directive]],
+    envs: Mapping[str, tuple[int, ...]],
+    defines: Sequence[Define],
+    hip_name: Callable[[str], str],
+    undefined_in_hip: Callable[[str], bool],
+    macros: Macros | None = None,
+) -> dict[str, list[tuple[int, int]]]:
+    """Per file, the line ranges no compile of it sees (see the module doc). ``hip_name(name)``: the name the
+    translation writes for ``name``; ``undefined_in_hip(name)``: a CUDA macro HIP does not define."""
+    table = macros or load_macros()
+    given = define_values(defines)
+    branches = {k: cond.branches(d) for k, d in files.items() if any(x[0] in ("if", "ifdef", "ifndef") for x in d)}
+    # the project's #define/#undef sites: (file, line) per HIP-side name
+    sites: dict[str, list[tuple[str, int]]] = {}
+    for k, dirs in files.items():
+        for kind, line, _last, name in dirs:
+            if kind in ("define", "undef") and name:
+                sites.setdefault(hip_name(name), []).append((k, line))
+    known_project: dict[str, bool] = {}  # project macros decided: name -> (every site dead)
+    dead: dict[str, list[tuple[int, int]]] = {}
+    renamed: dict[str, str] = {}
+
+    def base(name: str, env: int) -> cond.Value | None:
+        hip = renamed.get(name)
+        if hip is None:
+            hip = renamed[name] = hip_name(name)
+        if hip in sites and not known_project.get(hip, False):
+            return None  # the project defines it where the build may see it
+        if hip in given:
+            return given[hip]
+        vals = table.values.get(hip) or table.values.get(name)
+        if vals is not None:
+            return vals[env]
+        if hip in sites or undefined_in_hip(name):
+            return cond.UNDEF  # only in dead branches / a CUDA macro HIP does not define
+        return None
+
+    lookups = [lambda n, e=e: base(n, e) for e in (DEVICE, HOST, HOST_CC)]
+    while True:
+        dead = {
+            k: cond.dead_lines(bs, [lookups[e] for e in envs.get(k, (DEVICE, HOST, HOST_CC))])
+            for k, bs in branches.items()
+        }
+        changed = False
+        for name, where in sites.items():
+            if known_project.get(name):
+                continue
+            if all(cond.in_ranges(line, dead.get(k, ())) for k, line in where):
+                known_project[name] = True
+                changed = True
+        if not changed:
+            return {k: v for k, v in dead.items() if v}
