@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not report CUDA-looking names missing from the database",
     )
+    add_build_options(ap)
     ap.add_argument("-j", "--jobs", type=int, help="worker processes (default: CPUs, when worth it)")
     ap.add_argument("-q", "--quiet", action="store_true", help="only the summary line on stderr")
     ap.add_argument(
@@ -96,6 +97,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="blocking findings listed on stderr (default 20; the report has all)",
     )
     return ap
+
+
+def add_build_options(ap: argparse.ArgumentParser) -> None:
+    """``-D``/``-U`` and ``--cuda-units``: what the build compiles, and how (``tools hipify`` and ``tools lint``).
+    The defines land in ``macros`` as ``("D" | "U", text)`` in command-line order."""
+    import argparse  # noqa: PLC0415 - start-up time: see _fast_parse
+
+    class Macro(argparse.Action):
+        def __call__(self, _p: object, namespace: argparse.Namespace, values: object, _o: object = None) -> None:
+            items = list(getattr(namespace, "macros", None) or [])
+            items.append((str(self.const), str(values)))
+            setattr(namespace, "macros", items)
+
+    ap.set_defaults(macros=[])
+    ap.add_argument(
+        "-D",
+        "--define",
+        action=Macro,
+        const="D",
+        metavar="NAME[=VALUE]",
+        help="a macro the build defines (as the compile gets it): branches it decides against are not reported",
+    )
+    ap.add_argument("-U", "--undefine", action=Macro, const="U", metavar="NAME", help="a macro the build undefines")
+    ap.add_argument(
+        "--cuda-units",
+        default=".cu",
+        metavar="SUFFIXES",
+        help="comma-separated suffixes of the files the build compiles as CUDA (default .cu): blocking findings "
+        "count in them and the headers they include",
+    )
+
+
+def build_defines(macros: list[tuple[str, str]]) -> list[tuple[str, str | None]]:
+    """The -D/-U options as (name, value) pairs (value None for -U); a bad one is a usage error."""
+    from tools.hipify.scope import parse_define  # noqa: PLC0415
+
+    return [parse_define(text, undefine=kind == "U") for kind, text in macros]
+
+
+def cuda_unit_suffixes(text: str) -> tuple[str, ...]:
+    suffixes = tuple(s.strip().lower() for s in text.split(",") if s.strip())
+    if not suffixes or any(not s.startswith(".") or "/" in s for s in suffixes):
+        raise ToolError(f"bad --cuda-units {text!r}: expected comma-separated file suffixes such as .cu,.cpp")
+    return suffixes
 
 
 class _Args:
@@ -118,6 +163,8 @@ class _Args:
         self.jobs: int | None = None
         self.quiet = False
         self.max_listed = 20
+        self.macros: list[tuple[str, str]] = []
+        self.cuda_units = ".cu"
 
 
 _FLAGS = {
@@ -250,6 +297,8 @@ def _main(argv: list[str]) -> int:
         lint=not args.no_lint,
         engine=args.engine,
         report_unmapped=not args.no_unmapped,
+        defines=build_defines(args.macros),
+        cuda_units=cuda_unit_suffixes(args.cuda_units),
     )
     assert args.output is not None  # required
     try:

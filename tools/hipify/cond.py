@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 #: a macro known to be undefined
 UNDEF = "undef"
@@ -36,13 +36,13 @@ _DIRECTIVE = rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
-def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Directive]:
-    """The conditional and macro directives of ``data``; ``spans`` are its comments and literals (sorted), whose
-    text is blanked in a condition and inside which no directive starts."""
+def _scan(data: bytes, spans: Sequence[tuple[int, int]]) -> list[tuple[str, int, int, int, str]]:
+    """(kind, first line, last line, offset of the argument, the argument): the argument keeps its length (comments
+    and literals blanked, a line continuation's backslash and line end as spaces), so offsets in it are the file's."""
     if b"#" not in data:
         return []
     starts = [a for a, _b in spans]
-    out: list[Directive] = []
+    out: list[tuple[str, int, int, int, str]] = []
     line = 1
     last = 0
     for m in re.finditer(_DIRECTIVE, data, re.M):
@@ -55,12 +55,20 @@ def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Direc
         last = at
         end = _logical_end(data, m.end())
         raw = data[m.end() : end]
-        first_span = bisect_right(starts, m.end()) - 1
         if b"/" in raw or b'"' in raw or b"'" in raw:
-            raw = _blank(data, m.end(), end, spans, max(first_span, 0))
-        text = raw.replace(b"\\\r\n", b" ").replace(b"\\\n", b" ").decode("latin-1").strip()
-        kind = m.group(1).decode()
-        last_line = line + data.count(b"\n", at, end)
+            raw = _blank(data, m.end(), end, spans, max(bisect_right(starts, m.end()) - 1, 0))
+        if b"\\" in raw:
+            raw = raw.replace(b"\\\r\n", b"   ").replace(b"\\\n", b"  ")
+        out.append((m.group(1).decode(), line, line + data.count(b"\n", at, end), m.end(), raw.decode("latin-1")))
+    return out
+
+
+def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Directive]:
+    """The conditional and macro directives of ``data``; ``spans`` are its comments and literals (sorted), whose
+    text is blanked in a condition and inside which no directive starts."""
+    out: list[Directive] = []
+    for kind, line, last_line, _at, raw in _scan(data, spans):
+        text = " ".join(raw.split())
         if kind in ("ifdef", "ifndef", "define", "undef", "elifdef", "elifndef"):
             name = _NAME.match(text)
             text = name.group() if name else ""
@@ -68,6 +76,12 @@ def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Direc
                 kind, text = "elif", ("defined " if kind == "elifdef" else "!defined ") + text
         out.append((kind, line, last_line, text))
     return out
+
+
+def conditions(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, str]]:
+    """The ``#if``/``#elif`` conditions: (first line, offset of the condition in ``data``, the condition with the
+    file's offsets: ``text[i]`` is ``data[offset + i]``, comments blanked)."""
+    return [(line, at, raw) for kind, line, _last, at, raw in _scan(data, spans) if kind in ("if", "elif")]
 
 
 def _logical_end(data: bytes, i: int) -> int:
@@ -268,9 +282,14 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-def evaluate(node: Node, lookup: Lookup) -> int | None:
+def evaluate(node: Node, lookup: Lookup, forced: Mapping[tuple[object, object], int] | None = None) -> int | None:
     """The value of a condition, or None when it is not decided by what ``lookup`` knows (``lookup(name)``: an
-    integer, UNDEF, DEFINED, or None for nothing known)."""
+    integer, UNDEF, DEFINED, or None for nothing known). ``forced``: sub-expressions, by their (start, end) in the
+    condition's text, taken to have the given value (to ask whether one decides the whole)."""
+    if forced:
+        hit = forced.get((node[1], node[2]))
+        if hit is not None:
+            return hit
     op = node[0]
     if op == "num":
         v = node[3]
@@ -289,35 +308,35 @@ def evaluate(node: Node, lookup: Lookup) -> int | None:
         return None
     kids = [c for c in node[3:] if isinstance(c, tuple)]
     if op == "()":
-        return evaluate(kids[0], lookup)
+        return evaluate(kids[0], lookup, forced)
     if op in ("!", "~", "neg", "pos"):
-        v = evaluate(kids[0], lookup)
+        v = evaluate(kids[0], lookup, forced)
         if v is None:
             return None
         return {"!": int(not v), "~": _signed(~v), "neg": _signed(-v), "pos": v}[str(op)]
     if op == "?:":
-        c = evaluate(kids[0], lookup)
-        a = evaluate(kids[1], lookup)
-        b = evaluate(kids[2], lookup)
+        c = evaluate(kids[0], lookup, forced)
+        a = evaluate(kids[1], lookup, forced)
+        b = evaluate(kids[2], lookup, forced)
         if c is None:
             return a if a is not None and a == b else None
         return a if c else b
-    a = evaluate(kids[0], lookup)
+    a = evaluate(kids[0], lookup, forced)
     if op == "&&":
         if a == 0:
             return 0
-        b = evaluate(kids[1], lookup)
+        b = evaluate(kids[1], lookup, forced)
         if b == 0:
             return 0
         return None if a is None or b is None else 1
     if op == "||":
         if a is not None and a != 0:
             return 1
-        b = evaluate(kids[1], lookup)
+        b = evaluate(kids[1], lookup, forced)
         if b is not None and b != 0:
             return 1
         return None if a is None or b is None else 0
-    b = evaluate(kids[1], lookup)
+    b = evaluate(kids[1], lookup, forced)
     if a is None or b is None:
         if op == "*" and (a == 0 or b == 0):
             return 0
@@ -405,7 +424,14 @@ def branches(dirs: Sequence[Directive]) -> list[Branch]:
 
 def branch_states(bs: Sequence[Branch], lookup: Lookup) -> list[int | None]:
     """Per branch, in one environment: 1 compiled, 0 not compiled, None not decided."""
+    return walk(bs, lookup)[0]
+
+
+def walk(bs: Sequence[Branch], lookup: Lookup) -> tuple[list[int | None], list[int | None]]:
+    """Per branch, in one environment: its state (see ``branch_states``) and whether an earlier branch of its group
+    was taken (1, 0, None)."""
     states: list[int | None] = []
+    befores: list[int | None] = []
     taken: dict[int, int | None] = {}  # group -> whether an earlier branch was taken (None: not decided)
     for i, b in enumerate(bs):
         first_of_group = i == 0 or bs[i - 1].group != b.group
@@ -427,13 +453,14 @@ def branch_states(bs: Sequence[Branch], lookup: Lookup) -> list[int | None]:
         elif parent is None and state == 1:
             state = None
         states.append(state)
+        befores.append(before)
         if own == 1:
             taken[b.group] = 1
         elif own == 0:
             taken[b.group] = before
         else:
             taken[b.group] = 1 if before == 1 else None
-    return states
+    return states, befores
 
 
 def dead_lines(bs: Sequence[Branch], lookups: Sequence[Lookup]) -> list[tuple[int, int]]:

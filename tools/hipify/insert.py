@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
+from tools.hipify import cond
+
 # facts (bits), found by the translator
 USES_SYNC = 1  # the warp *_sync builtins or __activemask
 USES_DEVICE = 2  # device code: built-in variables, execution-space keywords, device builtins, <<<
@@ -82,6 +84,76 @@ def uses(data: bytes, spans: list[tuple[int, int]]) -> int:
     if any(_first(data, needle, starts, spans, _UPPER) >= 0 for needle in _API):
         return USES_API
     return 0
+
+
+def has_device_code(data: bytes, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``data`` has ``__global__`` or ``__device__`` outside its comments and literals (only a CUDA compiler
+    can compile such a file: tools/hipify/scope.py)."""
+    if b"__global__" not in data and b"__device__" not in data:
+        return False
+    starts = [a for a, _ in spans]
+    return any(_first(data, needle, starts, spans, None) >= 0 for needle in _DEVICE[:2])
+
+
+def constructs(data: bytes, spans: list[tuple[int, int]]) -> list[int]:
+    """The offsets of every CUDA construct that makes a file need the runtime (what ``uses`` looks for): device
+    code (``__global__``, ``__device__``, ``<<<``) and runtime API names, outside comments and literals."""
+    starts = [a for a, _ in spans]
+    size = len(data)
+    out: list[int] = []
+    for needle, follow in ((b"__global__", None), (b"__device__", None), (b"<<<", None), (b"cuda", _UPPER), (b"hip", _UPPER)):
+        at = data.find(needle)
+        while at >= 0:
+            k = bisect_right(starts, at) - 1
+            if k >= 0 and at < spans[k][1]:
+                at = data.find(needle, spans[k][1])  # in a comment or literal: go on after it
+                continue
+            end = at + len(needle)
+            before = needle[0] == 0x3C or at == 0 or data[at - 1] not in _IDC
+            if follow is not None:
+                after = end < size and data[end] in follow
+            else:
+                after = needle[0] == 0x3C or end >= size or data[end] not in _IDC
+            if before and after:
+                out.append(at)
+            at = data.find(needle, at + 1)
+    return sorted(out)
+
+
+def guard_line(data: bytes, spans: list[tuple[int, int]], lookup: cond.Lookup) -> int:
+    """Where the runtime include goes when every CUDA construct of ``data`` sits in branches a host C/C++ compiler
+    does not compile (``#ifdef __CUDACC__``, ``#if defined(__CUDACC__) || defined(__CUDA_ARCH__)``, ...: decided with
+    ``lookup``, the host compiler's view, tools/hipify/scope.py): the first line of that branch's body when they all
+    sit in one such branch (the line after its ``#if``), 0 when they sit in several (the include then goes at the top,
+    inside ``#ifdef __HIPCC__``), -1 when one is outside every such branch (at the top, as it is)."""
+    found = constructs(data, spans)
+    if not found:
+        return -1
+    bs = cond.branches(cond.directives(data, spans))
+    if not bs:
+        return -1
+    states = cond.branch_states(bs, lookup)
+    dead = [s == 0 for s in states]
+    lines = [data.count(b"\n", 0, at) + 1 for at in found]
+    holders: set[int] = set()
+    for line in lines:
+        outer = -1
+        for i, b in enumerate(bs):
+            if dead[i] and b.first <= line <= b.last and (b.parent < 0 or not _dead_ancestor(bs, dead, b.parent)):
+                outer = i
+                break
+        if outer < 0:
+            return -1
+        holders.add(outer)
+    return bs[holders.pop()].first if len(holders) == 1 else 0
+
+
+def _dead_ancestor(bs: list[cond.Branch], dead: list[bool], i: int) -> bool:
+    while i >= 0:
+        if dead[i]:
+            return True
+        i = bs[i].parent
+    return False
 
 
 def defines_and_lines(data: bytes, sync_macro: str | None) -> int:
@@ -168,8 +240,16 @@ def insertion_point(data: bytes) -> int:
     return guard_at if guard_at >= 0 else min(i, n)
 
 
-def render(define: str | None, runtime: bytes | None, crlf: bool) -> bytes:
-    """The lines to insert: the macro (guarded), then ``#include <runtime>``."""
+def render(
+    define: str | None,
+    runtime: bytes | None,
+    crlf: bool,
+    simd_path: str | None = None,
+    own_guard: bool = False,
+) -> bytes:
+    """The lines to insert: the macro (guarded), then ``#include <runtime>`` and ``#include "simd_path"`` (the SIMD
+    compat header, relative to the file), inside ``#ifdef __HIPCC__`` with ``own_guard`` (a file whose CUDA code
+    only a CUDA compiler sees, in several branches: a host compiler must not see the include either)."""
     eol = "\r\n" if crlf else "\n"
     lines: list[str] = []
     if define:
@@ -178,6 +258,14 @@ def render(define: str | None, runtime: bytes | None, crlf: bool) -> bytes:
             f"#define {define}",
             "#endif",
         ]
+    includes: list[str] = []
     if runtime:
-        lines.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
+        includes.append(
+            f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly"
+        )
+    if simd_path:
+        includes.append(f'#include "{simd_path}"  // [hipify] CUDA SIMD intrinsics HIP lacks (__vsub4, ...)')
+    if includes and own_guard:
+        includes = ["#ifdef __HIPCC__  // [hipify] this file's CUDA code is for CUDA/HIP compilers only", *includes, "#endif"]
+    lines += includes
     return "".join(line + eol for line in lines).encode("ascii")

@@ -13,7 +13,8 @@ warp-reduce-16        a shuffle reduction loop starting at offset 16 (covers onl
 lane-mask-32          (the translator's, tools/hipify/masks.py) a partial or run-time 32-bit ``*_sync`` lane mask
 ballot-32             ``__ballot``/``__activemask`` results kept in 32 bits or passed to ``__popc``/``__ffs``
 inline-asm            inline PTX ``asm(...)`` (no translation exists)
-cuda-arch-compare     ``__CUDA_ARCH__`` compared with a compute capability
+cuda-arch-compare     every comparison of ``__CUDA_ARCH__`` (with a number or a macro; in ``#if``/``#elif`` and in code), named
+                      as written, with the branch HIP takes (``__HIP_DEVICE_COMPILE__`` is 1 in device code)
 texture-reference     ``texture<...>``/``surface<...>`` references (removed from HIP)
 texture-fetch         texture/surface fetch functions (partial support in HIP; check each)
 coop-groups           cooperative-groups features HIP lacks (clusters, memcpy_async, labeled partitions, ...)
@@ -26,6 +27,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
+from tools.hipify import cond
 from tools.hipify.translate import RawFinding
 
 MARKER = b"hipify: ignore"
@@ -72,13 +74,6 @@ _RULES: dict[str, tuple[tuple[bytes, ...], str, str, bool, str]] = {
         "replace with HIP intrinsics or guard with #ifdef __HIP_PLATFORM_NVIDIA__",
         True,
         "asm",
-    ),
-    "cuda-arch-compare": (
-        (rb"__CUDA_ARCH__\s*(?:[<>]=?|==|!=)\s*\d",),
-        "__CUDA_ARCH__ compared with a compute capability; AMD targets have no such number",
-        "test features instead (e.g. __HIP_DEVICE_COMPILE__, __gfx90a__) or guard with __HIP_PLATFORM_AMD__",
-        True,
-        "word",
     ),
     "texture-reference": (
         (rb"texture\s*<", rb"surface\s*<"),
@@ -234,6 +229,18 @@ def _candidates(code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
     return b"hipify:" in code, device_file, out
 
 
+# An AMD GPU instruction (AMDGCN: vector, scalar, LDS, buffer, global, flat memory, ...) at the start of an asm template:
+# code already written for AMD (a HIP branch of the CUDA source), not PTX.
+_AMDGCN = rb'\s*"(?:\s|\\[ntr]|\\\r?\n)*(?:v_|s_|ds_|buffer_|tbuffer_|global_|flat_|scratch_|image_)'
+_EMPTY_TEMPLATE = rb'\s*""\s*[:)]'
+
+
+def _ptx_template(code: bytes, end: int) -> bool:
+    """Whether the asm statement whose ``(`` ends at ``end`` may hold PTX: not an empty template (a compiler
+    barrier, ``asm volatile("" ::: "memory")``, valid everywhere) and not an AMD GPU instruction."""
+    return re.match(_EMPTY_TEMPLATE, code[end : end + 64]) is None and re.match(_AMDGCN, code[end : end + 64]) is None
+
+
 def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
     """Hazards in one file. ``spans``: comments and literals (from the translator's scan), sorted.
 
@@ -283,12 +290,140 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
             if underscored:
                 start -= 2
                 prev = code[start - 1] if start else 0x20
-            if prev in idc:
+            if prev in idc or not _ptx_template(code, end):
                 continue
         if may_silence and _silenced(data, start, rule):
             continue
         text = code[start:end].decode("latin-1").strip()
         name = text if len(text) <= 60 else text[:57] + "..."
         out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
+    if b"__CUDA_ARCH__" in code:
+        out += [f for f in arch_comparisons(data, spans, in_literal) if not (may_silence and _silenced(data, f.offset, f.rule))]
     out.sort(key=lambda f: f.offset)
+    return out
+
+
+# -- __CUDA_ARCH__ comparisons ------------------------------------------------------------------------------------
+ARCH = "__CUDA_ARCH__"
+ARCH_RULE = "cuda-arch-compare"
+_HIP_ARCH = "__HIP_DEVICE_COMPILE__"
+_OP = rb"(?:<=|>=|==|!=|<(?![<=])|>(?![>=]))"
+_OPERAND = rb"(?:[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\d[\w']*|\([^()\n]*\))"
+_CODE_COMPARE = rb"__CUDA_ARCH__\s*" + _OP + rb"\s*" + _OPERAND + rb"|(?<![\w<>])" + _OPERAND + rb"\s*" + _OP + rb"\s*__CUDA_ARCH__\b"
+_ARCH_SUGGESTION = (
+    "decide the AMD path explicitly: before this test, a branch for AMD (#if defined(__HIP_PLATFORM_AMD__), or per "
+    "target: defined(__gfx942__) ...) that selects the code AMD GPUs should run"
+)
+
+
+def _arch_in(node: cond.Node) -> bool:
+    """Whether ``__CUDA_ARCH__`` is a value in ``node`` (not under defined(), not inside another comparison)."""
+    op = node[0]
+    if op == "id":
+        return node[3] == ARCH
+    if op in ("num", "defined", "call") or op in cond.COMPARISONS:
+        return False
+    return any(_arch_in(c) for c in node[3:] if isinstance(c, tuple))
+
+
+def arch_comparisons_of(node: cond.Node) -> list[cond.Node]:
+    """The comparisons in a condition that have ``__CUDA_ARCH__`` on one side, innermost first-come."""
+    out: list[cond.Node] = []
+    if node[0] in cond.COMPARISONS and any(_arch_in(c) for c in node[3:5] if isinstance(c, tuple)):
+        out.append(node)
+    for child in node[3:]:
+        if isinstance(child, tuple):
+            out += arch_comparisons_of(child)
+    return out
+
+
+def _device(name: str) -> cond.Value | None:
+    return 1 if name == ARCH else None
+
+
+def _host(name: str) -> cond.Value | None:
+    return cond.UNDEF if name == ARCH else None
+
+
+def _other_side(node: cond.Node, text: str) -> tuple[str, list[str]]:
+    """The comparison's other operand as written, and the macro names in it."""
+    left, right = node[3], node[4]
+    assert isinstance(left, tuple) and isinstance(right, tuple)
+    other = right if _arch_in(left) else left
+    return " ".join(text[int(str(other[1])) : int(str(other[2]))].split()), [n for n in cond.names(other) if n != ARCH]
+
+
+def arch_reason(expr: str, node: cond.Node | None, text: str, whole: cond.Node | None, directive: str) -> str:
+    """What HIP makes of the comparison ``expr`` (its node in the condition ``text``; ``whole``: the condition of
+    the ``#if``/``#elif``, None in code)."""
+    hip_expr = expr.replace(ARCH, _HIP_ARCH)
+    head = f"{expr} becomes {hip_expr}, which HIP-Clang defines as 1 in device code and leaves undefined on the host"
+    if node is None:
+        return head + " (in code: a device-only test, as with CUDA)"
+    value = cond.evaluate(node, _device)
+    other, macros = _other_side(node, text)
+    host = cond.evaluate(node, _host)
+    host_text = "" if host is None else f" (on the host, as with CUDA, it is {'true' if host else 'false'})"
+    if value is None:
+        which = ", ".join(macros) or other
+        part = (
+            f": in device code HIP compares 1 against {other}, so it depends on {which} (a compute capability such "
+            f"as 700 there makes it false on every AMD GPU){host_text}"
+        )
+    else:
+        part = (
+            f": in device code it is {hip_expr.replace(_HIP_ARCH, '1')}, {'true' if value else 'false'} for every AMD "
+            f"GPU{host_text}"
+        )
+    if whole is None:
+        return head + part
+    taken = cond.evaluate(whole, _device)
+    if taken is None:
+        rest = sorted({n for n in cond.names(whole) if n != ARCH})
+        verdict = f"whether HIP takes this {directive}'s branch in device code depends on {', '.join(rest)}"
+    else:
+        verdict = f"HIP {'takes' if taken else 'skips'} this {directive}'s branch in device code"
+    return f"{head}{part}; {verdict}"
+
+
+def arch_comparisons(data: bytes, spans: list[tuple[int, int]], in_literal: object = None) -> list[RawFinding]:
+    """Every comparison of ``__CUDA_ARCH__``: in ``#if``/``#elif`` conditions (read as expressions, so the whole
+    comparison is named: ``__CUDA_ARCH__ >= GGML_CUDA_CC_VOLTA``, ``__CUDA_ARCH__ != 610``) and in code
+    (``if constexpr (__CUDA_ARCH__ >= 800)``)."""
+    out: list[RawFinding] = []
+    directive_lines: list[tuple[int, int]] = []  # (start, end) offsets of the conditions read here
+    for line, at, text in cond.conditions(data, spans):
+        directive_lines.append((at, at + len(text)))
+        if ARCH not in text:
+            continue
+        kind = "#elif" if data[data.rfind(b"#", 0, at) : at].lstrip(b"# \t").startswith(b"elif") else "#if"
+        whole = cond.parse(text)
+        if whole is None:
+            continue
+        for node in arch_comparisons_of(whole):
+            start, end = int(str(node[1])), int(str(node[2]))
+            expr = " ".join(text[start:end].split())
+            out.append(
+                RawFinding(
+                    at + start + (len(text[start:end]) - len(text[start:end].lstrip())),
+                    expr if len(expr) <= 120 else expr[:117] + "...",
+                    "hazard",
+                    arch_reason(expr, node, text, whole, kind),
+                    _ARCH_SUGGESTION,
+                    True,
+                    ARCH_RULE,
+                )
+            )
+    starts = [a for a, _b in spans]
+    for m in re.finditer(_CODE_COMPARE, data):
+        start = m.start()
+        if any(a <= start < b for a, b in directive_lines):
+            continue
+        k = bisect_right(starts, start) - 1
+        if k >= 0 and start < spans[k][1]:
+            continue
+        expr = " ".join(m.group().decode("latin-1").split())
+        node = cond.parse(expr)
+        reason = arch_reason(expr, node, expr, None, "") if node is not None else arch_reason(expr, None, "", None, "")
+        out.append(RawFinding(start, expr, "hazard", reason, _ARCH_SUGGESTION, True, ARCH_RULE))
     return out

@@ -30,9 +30,16 @@ class HipifyOptions:
         directory names) or ``"keep"`` (same relative paths, ``.cu`` -> ``.hip`` only).
     lint: run the portability-hazard lint.
     engine: ``"builtin"`` or ``"hipify_torch"`` (the external engine, when importable).
+    defines: the build's ``-D``/``-U`` as ``(name, value)`` pairs (``(name, None)`` for ``-U``), in order: branches
+        they decide against are not compiled by the ROCm build, and findings there are not reported
+        (tools/hipify/scope.py).
+    cuda_units: the suffixes of the files the build compiles as CUDA (``(".cu",)``; the build backend, which
+        compiles every source as HIP, passes its own): blocking findings count in them and the headers they include.
     """
 
     __slots__ = (
+        "cuda_units",
+        "defines",
         "engine",
         "hip_version",
         "jobs",
@@ -56,6 +63,8 @@ class HipifyOptions:
         lint: bool = True,
         engine: str = "builtin",
         report_unmapped: bool = True,
+        defines: Sequence[tuple[str, str | None]] = (),
+        cuda_units: Sequence[str] = (".cu",),
     ) -> None:
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
@@ -66,6 +75,8 @@ class HipifyOptions:
         self.lint = lint
         self.engine = engine
         self.report_unmapped = report_unmapped
+        self.defines = tuple((str(n), None if v is None else str(v)) for n, v in defines)
+        self.cuda_units = tuple(str(s).lower() for s in cuda_units)
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -88,9 +99,10 @@ class Finding:
     """Something left unportable (or worth knowing) at a position of a source file.
 
     line and column are 1-based; the column counts bytes. ``blocking`` findings make ``--strict`` fail.
+    ``in_cuda_unit``: the file is a CUDA unit or a header one includes (tools/hipify/scope.py), where findings block.
     """
 
-    __slots__ = ("blocking", "column", "file", "kind", "line", "name", "reason", "rule", "suggestion")
+    __slots__ = ("blocking", "column", "file", "in_cuda_unit", "kind", "line", "name", "reason", "rule", "suggestion")
 
     def __init__(
         self,
@@ -104,6 +116,7 @@ class Finding:
         suggestion: str,
         blocking: bool,
         rule: str = "",
+        in_cuda_unit: bool = True,
     ) -> None:
         self.file = file
         self.line = line
@@ -114,6 +127,7 @@ class Finding:
         self.suggestion = suggestion
         self.blocking = blocking
         self.rule = rule
+        self.in_cuda_unit = in_cuda_unit
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -126,6 +140,7 @@ class Finding:
             "reason": self.reason,
             "suggestion": self.suggestion,
             "blocking": self.blocking,
+            "in_cuda_unit": self.in_cuda_unit,
         }
 
     @classmethod
@@ -140,6 +155,7 @@ class Finding:
             suggestion=str(data["suggestion"]),
             blocking=bool(data["blocking"]),
             rule=str(data.get("rule", "")),
+            in_cuda_unit=bool(data.get("in_cuda_unit", True)),
         )
 
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -159,12 +175,16 @@ class HipifyResult:
     __slots__ = (
         "copied",
         "database",
+        "defines",
         "engine",
         "findings",
+        "generated",
         "hip_version",
         "outputs",
         "removed",
+        "roles",
         "seconds",
+        "skipped",
         "target",
         "unchanged",
         "written",
@@ -184,6 +204,10 @@ class HipifyResult:
         engine: str = "builtin",
         seconds: float = 0.0,
         target: Mapping[str, object] | None = None,
+        generated: Sequence[Path] = (),
+        roles: Mapping[Path, str] | None = None,
+        skipped: int = 0,
+        defines: Sequence[tuple[str, str | None]] = (),
     ) -> None:
         self.outputs: dict[Path, Path] = dict(outputs)
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
@@ -196,6 +220,10 @@ class HipifyResult:
         self.engine = engine
         self.seconds = seconds
         self.target = dict(target or {})  # what the target version changes (tools/hipify/targets.py)
+        self.generated = list(generated)  # outputs made from the tool's own data (hipify_simd.h), not from a source
+        self.roles: dict[Path, str] = dict(roles or {})  # source -> cuda-unit | cuda-header | other (scope.py)
+        self.skipped = skipped  # findings in branches the ROCm build does not compile (not reported)
+        self.defines = list(defines)  # the build's -D/-U the branches were decided with
 
     @property
     def blocking(self) -> int:
@@ -211,9 +239,10 @@ class HipifyResult:
     def summary(self) -> str:
         target = ".".join(map(str, self.hip_version)) if self.hip_version else "newest"
         counts = ", ".join(f"{n} {k}" for k, n in self.counts().items() if n) or "no findings"
+        skipped = f" ({self.skipped} in branches the ROCm build does not compile, not reported)" if self.skipped else ""
         return (
             f"{len(self.outputs)} files (HIP {target}): {len(self.written)} written, "
-            f"{len(self.unchanged)} unchanged, {len(self.removed)} stale removed; {counts}; "
+            f"{len(self.unchanged)} unchanged, {len(self.removed)} stale removed; {counts}{skipped}; "
             f"{self.blocking} blocking"
         )
 
@@ -224,11 +253,17 @@ class HipifyResult:
             "hip_version": ".".join(map(str, self.hip_version)) if self.hip_version else None,
             "target": self.target,
             "database": self.database,
-            "files": [{"source": str(src), "output": str(dst)} for src, dst in sorted(self.outputs.items())],
+            "defines": [f"-D{n}={v}" if v is not None else f"-U{n}" for n, v in self.defines],
+            "files": [
+                {"source": str(src), "output": str(dst), "role": self.roles.get(src, "other")}
+                for src, dst in sorted(self.outputs.items())
+            ],
+            "generated": sorted(str(p) for p in self.generated),
             "written": sorted(str(p) for p in self.written),
             "removed": sorted(str(p) for p in self.removed),
             "counts": self.counts(),
             "blocking": self.blocking,
+            "skipped": self.skipped,
             "findings": [f.to_json() for f in self.findings],
             "seconds": round(self.seconds, 4),
         }

@@ -195,56 +195,149 @@ def environments(
 
 
 # -- dead branches ---------------------------------------------------------------------------------------------
-def dead_regions(  # noqa: PLR0913
-    files: Mapping[str, Sequence[cond.Directive]],
-    envs: Mapping[str, tuple[int, ...]],
-    defines: Sequence[Define],
-    hip_name: Callable[[str], str],
-    undefined_in_hip: Callable[[str], bool],
-    macros: Macros | None = None,
-) -> dict[str, list[tuple[int, int]]]:
-    """Per file, the line ranges no compile of it sees (see the module doc). ``hip_name(name)``: the name the
-    translation writes for ``name``; ``undefined_in_hip(name)``: a CUDA macro HIP does not define."""
-    table = macros or load_macros()
-    given = define_values(defines)
-    branches = {k: cond.branches(d) for k, d in files.items() if any(x[0] in ("if", "ifdef", "ifndef") for x in d)}
-    # the project's #define/#undef sites: (file, line) per HIP-side name
-    sites: dict[str, list[tuple[str, int]]] = {}
-    for k, dirs in files.items():
-        for kind, line, _last, name in dirs:
-            if kind in ("define", "undef") and name:
-                sites.setdefault(hip_name(name), []).append((k, line))
-    known_project: dict[str, bool] = {}  # project macros decided: name -> (every site dead)
-    dead: dict[str, list[tuple[int, int]]] = {}
-    renamed: dict[str, str] = {}
+def builtin_lookup(env: int, hip_name: Callable[[str], str], undefined_in_hip: Callable[[str], bool]) -> cond.Lookup:
+    """What is known in environment ``env`` without the build's defines or the project: HIP-Clang's predefined
+    macros, the CUDA macros HIP does not define."""
+    table = load_macros()
 
-    def base(name: str, env: int) -> cond.Value | None:
-        hip = renamed.get(name)
-        if hip is None:
-            hip = renamed[name] = hip_name(name)
-        if hip in sites and not known_project.get(hip, False):
-            return None  # the project defines it where the build may see it
-        if hip in given:
-            return given[hip]
+    def lookup(name: str) -> cond.Value | None:
+        hip = hip_name(name)
         vals = table.values.get(hip) or table.values.get(name)
         if vals is not None:
             return vals[env]
-        if hip in sites or undefined_in_hip(name):
-            return cond.UNDEF  # only in dead branches / a CUDA macro HIP does not define
+        return cond.UNDEF if undefined_in_hip(name) else None
+
+    return lookup
+
+
+class Branches:
+    """The branches of a tree's files, decided for the ROCm build (see the module doc): ``dead[file]`` are the line
+    ranges no compile of the file sees."""
+
+    def __init__(  # noqa: PLR0913
+        self,
+        files: Mapping[str, Sequence[cond.Directive]],
+        envs: Mapping[str, tuple[int, ...]],
+        defines: Sequence[Define],
+        hip_name: Callable[[str], str],
+        undefined_in_hip: Callable[[str], bool],
+        macros: Macros | None = None,
+    ) -> None:
+        """``hip_name(name)``: the name the translation writes for ``name``; ``undefined_in_hip(name)``: a CUDA
+        macro HIP does not define."""
+        self.table = macros or load_macros()
+        self.given = define_values(defines)
+        self.envs = envs
+        self.files = files
+        self.branches = {
+            k: cond.branches(d) for k, d in files.items() if any(x[0] in ("if", "ifdef", "ifndef") for x in d)
+        }
+        self._hip_name = hip_name
+        self._undefined_in_hip = undefined_in_hip
+        self._renamed: dict[str, str] = {}
+        # the project's #define/#undef sites: (file, line) per HIP-side name
+        self.sites: dict[str, list[tuple[str, int]]] = {}
+        for k, dirs in files.items():
+            for kind, line, _last, name in dirs:
+                if kind in ("define", "undef") and name:
+                    self.sites.setdefault(self.hip(name), []).append((k, line))
+        self.settled: set[str] = set()  # project macros whose every site is dead
+        self.lookups = [self._lookup(e) for e in (DEVICE, HOST, HOST_CC)]
+        self.dead: dict[str, list[tuple[int, int]]] = {}
+        while True:
+            self.dead = {k: cond.dead_lines(bs, self._for(k)) for k, bs in self.branches.items()}
+            newly = [
+                name
+                for name, where in self.sites.items()
+                if name not in self.settled and all(cond.in_ranges(line, self.dead.get(k, ())) for k, line in where)
+            ]
+            if not newly:
+                break
+            self.settled.update(newly)
+        self.dead = {k: v for k, v in self.dead.items() if v}
+
+    def hip(self, name: str) -> str:
+        hit = self._renamed.get(name)
+        if hit is None:
+            hit = self._renamed[name] = self._hip_name(name)
+        return hit
+
+    def _for(self, key: str) -> list[cond.Lookup]:
+        return [self.lookups[e] for e in self.envs.get(key, (DEVICE, HOST, HOST_CC))]
+
+    def _lookup(self, env: int) -> cond.Lookup:
+        def lookup(name: str) -> cond.Value | None:
+            hip = self.hip(name)
+            project = hip in self.sites
+            if project and hip not in self.settled:
+                return None  # the project defines it where the build may see it
+            if hip in self.given:
+                return self.given[hip]
+            vals = self.table.values.get(hip) or self.table.values.get(name)
+            if vals is not None:
+                return vals[env]
+            if project or self._undefined_in_hip(name):
+                return cond.UNDEF  # only in dead branches / a CUDA macro HIP does not define
+            return None
+
+        return lookup
+
+    def is_dead(self, key: str, line: int) -> bool:
+        ranges = self.dead.get(key)
+        return ranges is not None and cond.in_ranges(line, ranges)
+
+    def in_condition(self, key: str, line: int) -> bool:
+        """Whether ``line`` is part of an ``#if``/``#ifdef``/``#ifndef``/``#elif`` of the file."""
+        return any(b.line <= line < b.first for b in self.branches.get(key, ()))
+
+    def matters(self, key: str, line: int, name: str, comparison: bool = False) -> bool:
+        """Whether a finding on the condition of the ``#if``/``#elif`` at ``line`` (the name ``name``, or, with
+        ``comparison``, a ``__CUDA_ARCH__`` comparison written ``name``) is about something the ROCm build reads: not
+        when no compile of the file reaches the directive (a dead enclosing branch, an earlier branch of its group
+        taken), nor when the condition's value is the same either way: ``!defined(GGML_USE_HIP) && __CUDA_ARCH__ >=
+        X`` or ``... && CUDART_VERSION >= N`` with ``-D GGML_USE_HIP``. A comparison is asked about in HIP's device
+        pass (the host pass sees no change: ``__CUDA_ARCH__`` is undefined there with CUDA too)."""
+        bs = self.branches.get(key)
+        index = next((i for i, b in enumerate(bs or ()) if b.line <= line < b.first), -1)
+        if bs is None or index < 0 or bs[index].cond is None:
+            return True
+        b = bs[index]
+        whole = b.cond
+        assert whole is not None
+        envs = (DEVICE,) if comparison else self.envs.get(key, (DEVICE, HOST, HOST_CC))
+        for env in envs:
+            look = self.lookups[env]
+            states, befores = cond.walk(bs, look)
+            if (b.parent >= 0 and states[b.parent] == 0) or befores[index] == 1:
+                continue  # this compile does not read the directive
+            if comparison:
+                for node in _comparisons(whole, b.text, name):
+                    span = (node[1], node[2])
+                    yes, no = cond.evaluate(whole, look, {span: 1}), cond.evaluate(whole, look, {span: 0})
+                    if yes is None or no is None or yes != no:
+                        return True
+                continue
+            if cond.evaluate(whole, lambda n, look=look: None if n == name else look(n)) is None:
+                return True
+        return False
+
+    def defined_at(self, name: str) -> tuple[str, int] | None:
+        """Where the project ``#define``s ``name`` (its HIP-side name) in a branch the build may compile, if it does."""
+        hip = self.hip(name)
+        if hip in self.settled:
+            return None
+        for k, line in self.sites.get(hip, ()):
+            if not self.is_dead(k, line):
+                return k, line
         return None
 
-    lookups = [lambda n, e=e: base(n, e) for e in (DEVICE, HOST, HOST_CC)]
-    while True:
-        dead = {
-            k: cond.dead_lines(bs, [lookups[e] for e in envs.get(k, (DEVICE, HOST, HOST_CC))])
-            for k, bs in branches.items()
-        }
-        changed = False
-        for name, where in sites.items():
-            if known_project.get(name):
-                continue
-            if all(cond.in_ranges(line, dead.get(k, ())) for k, line in where):
-                known_project[name] = True
-                changed = True
-        if not changed:
-            return {k: v for k, v in dead.items() if v}
+
+def _comparisons(node: cond.Node, text: str, expr: str) -> list[cond.Node]:
+    """The sub-expressions of ``node`` whose text (white space normalised) is ``expr``."""
+    out: list[cond.Node] = []
+    if " ".join(text[int(str(node[1])) : int(str(node[2]))].split()) == expr:
+        out.append(node)
+    for child in node[3:]:
+        if isinstance(child, tuple):
+            out += _comparisons(child, text, expr)
+    return out

@@ -366,6 +366,18 @@ class Translator:
             self._cache[name] = act
         return act
 
+    def hip_name(self, name: str) -> str:
+        """The name the translation writes for the identifier ``name`` (itself when it is left)."""
+        act = self.action(name.encode("latin-1"))
+        if act.replacement is None or act.namespace_only:
+            return name
+        return act.replacement.decode("latin-1")
+
+    def undefined_in_hip(self, name: str) -> bool:
+        """Whether ``name`` is a CUDA macro HIP does not define (the database: a ``define`` with no HIP name)."""
+        entry = self.db.lookup(name)
+        return entry is not None and entry.kind == "define" and not (entry.supported and entry.hip_name)
+
     def _nodiscard(self, name: bytes, replacement: bytes) -> bool:
         """Whether the HIP function ``name`` becomes returns the target's [[nodiscard]] error type."""
         target = self.target

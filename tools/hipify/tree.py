@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
-from tools.hipify import insert
+from tools.hipify import insert, scope, simd
 from tools.hipify.hashing import code_fingerprint, file_sha256_hex, sha256_hex
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
@@ -214,18 +214,26 @@ class _Processed:
     __slots__ = (
         "changed",
         "copied_to",
+        "cuda_changed",
         "data",
         "defines",
+        "device",
+        "directives",
         "error",
         "evicted",
         "facts",
         "findings",
+        "guard",
+        "guard_at",
+        "guard_line",
         "includes",
         "insert_at",
         "insert_line",
         "mode",
         "path",
         "sha",
+        "simd_defined",
+        "simd_used",
         "unresolved",
     )
 
@@ -245,6 +253,17 @@ class _Processed:
         self.insert_at = 0  # where lines added by the tree pass go, in the translated bytes
         self.insert_line = 1  # the line there
         self.unresolved: list[str] = []  # lane-mask names the file does not define (see _project_mask_pass)
+        self.cuda_changed = False  # the translation changed its CUDA content (FileResult.cuda_changed): renamed by it
+        self.directives: list[tuple[str, int, int, str]] = []  # conditionals and #define/#undef (cond.directives)
+        self.device = False  # has __global__/__device__ code (scope.roles)
+        self.simd_used: list[str] = []
+        self.simd_defined: list[str] = []
+        # where the runtime include goes when the file's CUDA code is only for CUDA compilers (insert.guard_line):
+        # -1 at the top as usual, 0 at the top inside #ifdef __HIPCC__, else the input line of the guarded branch;
+        # guard_at/guard_line: that place in the translated bytes
+        self.guard = -1
+        self.guard_at = 0
+        self.guard_line = 0
 
     def record(self) -> dict[str, object]:
         """What the next run needs to reuse this result (see _from_cache)."""
@@ -257,13 +276,28 @@ class _Processed:
             "defines": self.defines,
             "facts": [self.facts, self.insert_at, self.insert_line],
             "unresolved": self.unresolved,
+            "cuda_changed": self.cuda_changed,
+            "directives": [list(d) for d in self.directives],
+            "device": self.device,
+            "simd": [self.simd_used, self.simd_defined],
+            "guard": [self.guard, self.guard_at, self.guard_line],
         }
 
-    def locate_insertion(self) -> None:
-        """Where added lines would go in ``data`` (the translated bytes)."""
+    def locate_insertion(self, source_lines: int = -1) -> None:
+        """Where added lines would go in ``data`` (the translated bytes); ``source_lines``: the source's line count
+        (a guarded place is a line of the source: the same line of the output while the translation keeps the
+        lines)."""
         data = self.data or b""
         self.insert_at = insert.insertion_point(data)
         self.insert_line = data.count(b"\n", 0, self.insert_at) + 1
+        if self.guard > 0:
+            if source_lines >= 0 and data.count(b"\n") != source_lines:
+                self.guard = 0  # (lines moved: the top, inside #ifdef __HIPCC__)
+            else:
+                at = 0
+                for _ in range(self.guard - 1):
+                    at = data.index(b"\n", at) + 1
+                self.guard_at, self.guard_line = at, self.guard
 
 
 def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
@@ -303,7 +337,17 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     if not fr.facts & insert.HAS_RUNTIME and os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES:
         res.facts |= insert.uses(data, fr.comment_spans)  # (only these files can need the runtime include)
     res.unresolved = fr.unresolved
-    res.locate_insertion()
+    res.cuda_changed = fr.cuda_changed
+    res.directives = fr.directives
+    res.simd_used = fr.simd_used
+    res.simd_defined = fr.simd_defined
+    res.device = insert.has_device_code(data, fr.comment_spans)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix != ".cu" and (res.facts & (insert.USES_DEVICE | insert.USES_API) or fr.simd_used):
+        res.guard = insert.guard_line(
+            data, fr.comment_spans, scope.builtin_lookup(scope.HOST_CC, tr.hip_name, tr.undefined_in_hip)
+        )
+    res.locate_insertion(data.count(b"\n"))
     return res
 
 
@@ -788,7 +832,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
 
         # String keys: this pass touches every include of every file, and Path objects are slow to make.
         by_key = {s.key: (s, p) for s, p in zip(srcs, procs)}
-        changed = {s.key: p.mode == "translate" and p.changed for s, p in zip(srcs, procs)}
+        # A file is renamed (x.h -> x_hip.h) only when the translation changed its CUDA content, not when it only
+        # renamed a compiler-identification macro (__CUDACC__ -> __HIPCC__); its bytes are translated all the same.
+        changed = {s.key: p.mode == "translate" and p.cuda_changed for s, p in zip(srcs, procs)}
         out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
 
         def out_info(src: _Source) -> tuple[Path, str, str]:
@@ -804,63 +850,19 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         def out_of(src: _Source) -> Path:
             return out_info(src)[0]
 
-        # Resolve project includes: includer dir first ("..."), then every source directory root.
-        root_strs = [str(r) for r in roots]
-        resolved: dict[str, list[tuple[int, _Source, str]]] = {}
-        joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
-
-        def join(base: str, spelling: str) -> str:
-            hit = joined.get((base, spelling))
-            if hit is None:
-                hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
-            return hit
-
-        # An include found neither next to the includer nor under a source root is reached through an include
-        # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
-        # the one file of the tree whose path ends in the spelling (none or several: left alone).
-        # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
-        # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
-        by_name: dict[str, list[_Source]] | None = None
-
-        def by_suffix(spelling: str) -> _Source | None:
-            nonlocal by_name
-            parts = spelling.split("/")
-            if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
-                return None
-            if by_name is None:
-                by_name = {}
-                for src in srcs:
-                    by_name.setdefault(src.path.name, []).append(src)
-            tail = "/" + spelling
-            hits = [c for c in by_name.get(parts[-1], ()) if c.key.endswith(tail)]
-            if len(hits) != 1 or by_key[hits[0].key][1].mode == "error":
-                return None
-            return hits[0]
-
-        for s, p in zip(srcs, procs):
-            if not p.includes:
-                continue
-            links = []
-            own_dir = str(s.path.parent)
-            bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
-            bases += [(r, False) for r in root_strs]
-            for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
-                for base, local in ([] if angled else [(own_dir, True)]) + bases:
-                    found = by_key.get(join(base, spelling))
-                    if found is not None and found[1].mode != "error":
-                        links.append((idx, found[0], "local" if local else "root"))
-                        break
-                else:
-                    target = by_suffix(spelling)
-                    if target is not None and target.path != s.path:
-                        links.append((idx, target, "dir"))
-            if links:
-                resolved[s.key] = links
+        resolved = resolve_includes(srcs, procs, roots)
 
         tr = _translator(*key)
-        additions = _additions(srcs, procs, resolved, tr.target.sync_define)
-        for src_key in additions:
-            changed[src_key] = True
+        where = _Scope(srcs, procs, resolved, tr, opts)
+        simd_path = f"{out_root}/{simd.OUTPUT_NAME}"
+        if any(s.rel == simd.OUTPUT_NAME and s.is_dir_root for s in srcs):
+            where.provided = frozenset()  # the tree has a file of that name at its top: it is not made
+        additions = _additions(srcs, procs, resolved, tr.target.sync_define, where.provided)
+        for src_key, (define, _header, _simd) in additions.items():
+            # lines only CUDA/HIP compilers see (the file's CUDA code is guarded) change nothing a host compiler
+            # reads: like a compiler-identification macro, they do not rename the file
+            if define is not None or by_key[src_key][1].guard < 0:
+                changed[src_key] = True
 
         def new_spelling(includer: _Source, target: _Source, how: str, spelling: str) -> str:
             if how == "dir":  # as many trailing components of the output as the spelling has (renamed alike)
@@ -901,14 +903,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         for p in procs:
             defined.update(p.defines)
         for s, p in zip(srcs, procs):
-            for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
-                if kind == "unmapped" and name in defined:
-                    continue  # the project's own macro, not a CUDA API name
-                findings.append(
-                    Finding(
-                        s.path, line, col, name, kind=kind, reason=reason, suggestion=sugg, blocking=blocking, rule=rule
-                    )
-                )
+            findings += where.findings(s.path, s.key, p, defined)
             if p.mode == "error":
                 findings.append(
                     Finding(
@@ -951,10 +946,20 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                     edits.append((start, end, new))
             added = additions.get(s.key)
             if added is not None:
-                define, header = added
-                text = insert.render(define, header, bool(p.facts & insert.CRLF))
-                edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
-                findings += _addition_findings(s.path, p.insert_line, define, header, tr.hip_version)
+                define, header, wants_simd = added
+                crlf = bool(p.facts & insert.CRLF)
+                simd_rel = _relative(simd_path, out_info(s)[2]) if wants_simd else None
+                line = p.insert_line
+                if p.guard > 0 and (header is not None or simd_rel is not None):  # inside the branch for CUDA
+                    text = insert.render(None, header, crlf, simd_rel)
+                    edits.append((p.guard_at, p.guard_at, text.decode("ascii")))
+                    line = p.guard_line
+                    if define is not None:
+                        edits.append((p.insert_at, p.insert_at, insert.render(define, None, crlf).decode("ascii")))
+                else:
+                    text = insert.render(define, header, crlf, simd_rel, own_guard=p.guard == 0)
+                    edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
+                findings += _addition_findings(s.path, line, define, header, tr.hip_version, p.guard >= 0)
             edits.sort(reverse=True)
             outputs[s.path] = dst
             if p.mode == "copy":
@@ -1008,9 +1013,24 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
             records[s.key] = record
 
+        # The SIMD compat header (tools/hipify/simd.py): the intrinsics the tree uses and does not define itself.
+        generated: list[Path] = []
+        if any(a[2] for a in additions.values()) and where.provided:
+            compat = Path(simd_path)
+            if compat in claimed:
+                raise ToolError(f"output {compat} is both {claimed[compat]}'s and hipify's SIMD header: rename the source")
+            generated.append(compat)
+            data = simd.render(sorted(where.provided))
+            if writer.same_content(compat, data):
+                unchanged.append(compat)
+            else:
+                writer.write(compat, data)
+                written.append(compat)
+            records[_SIMD_RECORD] = {"out": simd_path, "names": sorted(where.provided)}
+
         # Stale outputs: recorded by the previous run into this directory, not produced now.
         removed: list[Path] = []
-        current = {str(d) for d in outputs.values()}
+        current = {str(d) for d in outputs.values()} | {str(g) for g in generated}
         old_outputs = [str(v.get("out")) for v in prev_files.values() if isinstance(v, dict) and v.get("out")]
         for old in sorted(set(old_outputs)):
             old_path = Path(old)
@@ -1055,6 +1075,179 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         engine=opts.engine,
         seconds=time.perf_counter() - started,
         target=tr.target.describe(),
+        generated=generated,
+        roles={s.path: where.role.get(s.key, scope.OTHER) for s in srcs},
+        skipped=where.skipped,
+        defines=opts.defines,
+    )
+
+
+def resolve_includes(
+    srcs: Sequence[_Source], procs: Sequence[_Processed], roots: Sequence[Path]
+) -> dict[str, list[tuple[int, _Source, str]]]:
+    """The project includes of every file: (index of the include, the file it resolves to, how: "local" beside
+    the includer, "root" under a source root, "dir" through an include directory), by source path."""
+    by_key = {s.key: (s, p) for s, p in zip(srcs, procs)}
+    # Resolve project includes: includer dir first ("..."), then every source directory root.
+    root_strs = [str(r) for r in roots]
+    resolved: dict[str, list[tuple[int, _Source, str]]] = {}
+    joined: dict[tuple[str, str], str] = {}  # (base, spelling) -> normalised path: most includes repeat
+
+    def join(base: str, spelling: str) -> str:
+        hit = joined.get((base, spelling))
+        if hit is None:
+            hit = joined[base, spelling] = os.path.normpath(os.path.join(base, spelling))
+        return hit
+
+    # An include found neither next to the includer nor under a source root is reached through an include
+    # directory (-I) hipify is not told about, e.g. <helper_cuda.h> from a project's Common/: it resolves to
+    # the one file of the tree whose path ends in the spelling (none or several: left alone).
+    # A spelling the C/C++/POSIX system provides stays the system's, even when the project has a file of that
+    # name (llm.c's Windows shim dev/unistd.h is not what <unistd.h> means on Linux).
+    by_name: dict[str, list[_Source]] | None = None
+
+    def by_suffix(spelling: str) -> _Source | None:
+        nonlocal by_name
+        parts = spelling.split("/")
+        if ".." in parts or "." in parts or "" in parts or is_system_header(spelling):
+            return None
+        if by_name is None:
+            by_name = {}
+            for src in srcs:
+                by_name.setdefault(src.path.name, []).append(src)
+        tail = "/" + spelling
+        hits = [c for c in by_name.get(parts[-1], ()) if c.key.endswith(tail)]
+        if len(hits) != 1 or by_key[hits[0].key][1].mode == "error":
+            return None
+        return hits[0]
+
+    for s, p in zip(srcs, procs):
+        if not p.includes:
+            continue
+        links = []
+        own_dir = str(s.path.parent)
+        bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
+        bases += [(r, False) for r in root_strs]
+        for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
+            for base, local in ([] if angled else [(own_dir, True)]) + bases:
+                found = by_key.get(join(base, spelling))
+                if found is not None and found[1].mode != "error":
+                    links.append((idx, found[0], "local" if local else "root"))
+                    break
+            else:
+                target = by_suffix(spelling)
+                if target is not None and target.path != s.path:
+                    links.append((idx, target, "dir"))
+        if links:
+            resolved[s.key] = links
+
+    return resolved
+
+
+_SIMD_RECORD = ":hipify_simd.h"  # the state file's record of the generated SIMD header (no source has this key)
+_ARCH_RULE = "cuda-arch-compare"
+_NAME_KINDS = ("unsupported", "version", "unmapped", "deprecated")  # findings about a CUDA name
+
+
+class _Scope:
+    """Where findings count (tools/hipify/scope.py): each file's role, the branches the ROCm build does not compile
+    (their findings are not reported), and the SIMD intrinsics the compat header provides."""
+
+    def __init__(
+        self,
+        srcs: Sequence[_Source],
+        procs: Sequence[_Processed],
+        resolved: Mapping[str, Sequence[tuple[int, _Source, str]]],
+        tr: Translator,
+        opts: HipifyOptions,
+    ) -> None:
+        keys = [s.key for s in srcs]
+        trans = {s.key: p for s, p in zip(srcs, procs) if p.mode == "translate"}
+        links = {k: [t.key for _i, t, _how in v] for k, v in resolved.items()}
+        self.role = scope.roles(keys, links, [k for k, p in trans.items() if p.device], opts.cuda_units)
+        envs = scope.environments(keys, links, self.role)
+        self.branches = scope.Branches(
+            {k: p.directives for k, p in trans.items()}, envs, opts.defines, tr.hip_name, tr.undefined_in_hip
+        )
+        self.simd_defined = {n for p in trans.values() for n in p.simd_defined}
+        self.provided = frozenset({n for p in trans.values() for n in p.simd_used} - self.simd_defined)
+        self.skipped = 0
+
+    def findings(self, path: Path, key: str, p: _Processed, project_macros: set[str]) -> list[Finding]:
+        """The findings of one file as reported: none in dead branches; a SIMD intrinsic the compat header provides
+        is a note; outside CUDA units and their headers, what would block is one note."""
+        in_cuda = self.role.get(key, scope.OTHER) != scope.OTHER
+        out: list[Finding] = []
+        held: list[Finding] = []
+        for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
+            if kind == "unmapped" and name in project_macros:
+                continue  # the project's own macro, not a CUDA API name
+            if self.branches.is_dead(key, line) or (
+                kind in _NAME_KINDS + ("hazard",)
+                and (kind != "hazard" or rule == _ARCH_RULE)
+                and self.branches.in_condition(key, line)
+                and not self.branches.matters(key, line, name, rule == _ARCH_RULE)
+            ):
+                self.skipped += 1
+                continue
+            if rule == _ARCH_RULE:
+                own = self.branches.defined_at("__CUDA_ARCH__")
+                if own is not None:
+                    reason += (
+                        f"; note: the project defines __CUDA_ARCH__ itself ({own[0]}:{own[1]}), which the translation "
+                        "renames to __HIP_DEVICE_COMPILE__ too"
+                    )
+            if rule == "simd-intrinsic":
+                if name in self.simd_defined:
+                    continue  # the project defines it (a hand port's compat header)
+                if name in self.provided:
+                    kind, blocking = "note", False
+                    reason = (
+                        f"{name}: one of CUDA's SIMD-in-a-word intrinsics, which HIP lacks; provided by "
+                        f"{simd.OUTPUT_NAME}, which the translation writes at the top of the output and includes here "
+                        "(__host__ __device__, from the semantics the CUDA Math API documents)"
+                    )
+                    sugg = "none needed"
+            f = Finding(
+                path,
+                line,
+                col,
+                name,
+                kind=kind,
+                reason=reason,
+                suggestion=sugg,
+                blocking=blocking,
+                rule=rule,
+                in_cuda_unit=in_cuda,
+            )
+            (held if blocking and not in_cuda and kind != "error" else out).append(f)
+        if held:
+            out.append(_outside_cuda(path, held))
+        return out
+
+
+def _outside_cuda(path: Path, held: Sequence[Finding]) -> Finding:
+    """One note for the findings that would block in CUDA code, in a file the build does not compile as CUDA."""
+    by_what: dict[str, int] = {}
+    for f in held:
+        what = f.rule or f.kind
+        by_what[what] = by_what.get(what, 0) + 1
+    counts = ", ".join(f"{n} {what}" for what, n in sorted(by_what.items()))
+    shown = ", ".join(f"{f.line}:{f.name}" for f in held[:10]) + (", ..." if len(held) > 10 else "")
+    return Finding(
+        path,
+        held[0].line,
+        held[0].column,
+        path.name,
+        kind="note",
+        reason=f"{len(held)} finding{'s' if len(held) > 1 else ''} ({counts}; {shown}) in a file that no CUDA unit "
+        "includes and that has no device code: the build compiles it with a host compiler, so CUDA's assembly and "
+        "names do not block here",
+        suggestion="if the build compiles this file as CUDA/HIP, give its suffix with --cuda-units (the build "
+        "backend does) or include it from a .cu unit",
+        blocking=False,
+        rule="outside-cuda",
+        in_cuda_unit=False,
     )
 
 
@@ -1063,9 +1256,10 @@ def _additions(
     procs: Sequence[_Processed],
     resolved: dict[str, list[tuple[int, _Source, str]]],
     sync_define: str | None,
-) -> dict[str, tuple[str | None, bytes | None]]:
+    simd_provided: frozenset[str] = frozenset(),
+) -> dict[str, tuple[str | None, bytes | None, bool]]:
     """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
-    include), by source path; files that need neither are absent.
+    include, whether it includes the SIMD compat header), by source path; files that need none are absent.
 
     - The runtime: a ``.cu`` file that uses CUDA names or includes a project header (a unit nvcc compiled with
       cuda_runtime.h included before anything else) gets ``<hip/hip_runtime.h>`` first unless its own first
@@ -1075,10 +1269,12 @@ def _additions(
       ``<hip/hip_runtime_api.h>`` (unless it has either).
     - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
       that does (transitively), and does not define the macro itself: the macro must come before the first
-      HIP header of the translation unit, and a header's own definition may come too late."""
+      HIP header of the translation unit, and a header's own definition may come too late.
+    - The SIMD compat header: a file that uses one of the intrinsics it provides (``simd_provided``)."""
     facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
+    uses_simd = {s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)}
     links = {k: [t.key for _i, t, _l in v] for k, v in resolved.items()}
-    out: dict[str, tuple[str | None, bytes | None]] = {}
+    out: dict[str, tuple[str | None, bytes | None, bool]] = {}
 
     def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
         """Whether ``start`` or a header it includes (transitively) has ``bit`` (or ``extra``'s flag)."""
@@ -1138,13 +1334,18 @@ def _additions(
         define = None
         if sync_define is not None and not f & insert.DEFINES_SYNC and closure(k, insert.USES_SYNC):
             define = sync_define
-        if header is not None or define is not None:
-            out[k] = (define, header)
+        if header is not None or define is not None or k in uses_simd:
+            out[k] = (define, header, k in uses_simd)
     return out
 
 
 def _addition_findings(
-    path: Path, line: int, define: str | None, header: bytes | None, hip_version: tuple[int, ...] | None
+    path: Path,
+    line: int,
+    define: str | None,
+    header: bytes | None,
+    hip_version: tuple[int, ...] | None,
+    guarded: bool = False,
 ) -> list[Finding]:
     target = ".".join(map(str, hip_version)) if hip_version else "(newest)"
     found = []
@@ -1175,7 +1376,12 @@ def _addition_findings(
                 name,
                 kind="note",
                 reason=f"#include <{name}> added: the file uses {why} without including it (nvcc includes the "
-                "CUDA runtime implicitly; HIP-Clang does not)",
+                "CUDA runtime implicitly; HIP-Clang does not)"
+                + (
+                    "; inside the guard that holds its CUDA code, so a host C/C++ compiler does not see it"
+                    if guarded
+                    else ""
+                ),
                 suggestion="none needed; or include it in the CUDA source",
                 blocking=False,
                 rule="runtime-include",
@@ -1238,6 +1444,11 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         res.defines = [str(d) for d in entry["defines"]]
         res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
         res.unresolved = [str(n) for n in entry["unresolved"]]
+        res.cuda_changed = bool(entry["cuda_changed"])
+        res.directives = [(str(d[0]), int(d[1]), int(d[2]), str(d[3])) for d in entry["directives"]]
+        res.device = bool(entry["device"])
+        res.simd_used, res.simd_defined = ([str(n) for n in part] for part in entry["simd"])
+        res.guard, res.guard_at, res.guard_line = (int(x) for x in entry["guard"])
     except (KeyError, TypeError, ValueError, IndexError):
         return None
     return res
