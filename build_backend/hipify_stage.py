@@ -50,7 +50,16 @@ def prepare(toolchain: Toolchain, layout: Layout, settings: Settings, registered
     out = layout.sub("hip-src")
     target = settings.hip_version or toolchain.version
     with log.stage("hipify", f"csrc/ -> {out} (target HIP {target[0]}.{target[1]})" if target else "csrc/"):
-        result = hipify_tree([layout.csrc], out, HipifyOptions(hip_version=target))
+        # the ROCm compile's own view (build_backend/cmake/CMakeLists.txt): every source is compiled as HIP, with the
+        # collective library's name defined; branches it decides against are not reported
+        options = HipifyOptions(
+            hip_version=target,
+            defines=(
+                (("MONARCH_COLLECTIVE_SONAME", f'"{toolchain.collective_soname}"'),) if toolchain.collective_soname else ()
+            ),
+            cuda_units=SOURCE_SUFFIXES,
+        )
+        result = hipify_tree([layout.csrc], out, options)
         log.info(f"hipify: {result.summary()}")
     if result.blocking:
         raise BuildError(

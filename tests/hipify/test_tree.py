@@ -201,7 +201,7 @@ def test_cli_report_and_strict(tmp_path: Path, write: Write, capsys: pytest.Capt
         ("cudaInitDevice", "unsupported", 5, 3, ""),
     }
     assert data["blocking"] == 3 and data["counts"]["hazard"] == 1
-    assert {"file", "line", "column", "name", "kind", "reason", "suggestion", "blocking", "rule"} == set(
+    assert {"file", "line", "column", "name", "kind", "reason", "suggestion", "blocking", "rule", "in_cuda_unit"} == set(
         data["findings"][0]
     )
     err = capsys.readouterr().err

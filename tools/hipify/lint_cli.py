@@ -1,42 +1,33 @@
-"""``python -m tools lint SRC... [--json] [--hip-version X.Y]``: the hipify report without writing outputs.
+"""``python -m tools lint SRC... [--json] [--hip-version X.Y] [-D NAME[=VALUE]] [-U NAME] [--cuda-units S]``: the
+hipify report without writing outputs.
 
-Lists hazards and unportable names in CUDA sources, exits 1 when any blocking finding remains.
+Lists hazards and unportable names in CUDA sources, exits 1 when any blocking finding remains. Findings are scoped as
+the hipify report's are (tools/hipify/scope.py): not reported in branches the build's defines decide against, and
+blocking only in CUDA units and the headers they include.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-from tools.errors import ToolError
-from tools.hipify.model import Finding
+from tools.hipify.cli import add_build_options, build_defines, cuda_unit_suffixes
+from tools.hipify.model import Finding, HipifyOptions
 from tools.hipify.tree import (
-    SKIP_DIRS,
     SOURCE_SUFFIXES,
     Key,
+    _abs,
     _process,
     _project_mask_pass,
+    _Scope,
     _translator,
+    _walk,
     detect_hip_version,
     parse_hip_version,
+    resolve_includes,
 )
-
-
-def _files(sources: list[Path]) -> list[Path]:
-    out: list[Path] = []
-    for src in sources:
-        if src.is_dir():
-            for dirpath, dirnames, filenames in os.walk(src):
-                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-                out += [Path(dirpath) / f for f in sorted(filenames) if Path(f).suffix.lower() in SOURCE_SUFFIXES]
-        elif src.is_file():
-            out.append(src)
-        else:
-            raise ToolError(f"source not found: {src}")
-    return out
 
 
 def main(argv: list[str]) -> int:
@@ -46,46 +37,42 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--mappings", type=Path, metavar="FILE", help="project mapping overrides")
     ap.add_argument("--hazards-only", action="store_true", help="only the lint's hazards")
     ap.add_argument("--json", action="store_true", help="print findings as JSON on stdout")
+    add_build_options(ap)
     args = ap.parse_args(argv)
     version = parse_hip_version(args.hip_version) if args.hip_version else detect_hip_version()
     overrides = str(args.mappings.resolve()) if args.mappings else None
-    files = _files(args.sources)
+    options = HipifyOptions(
+        hip_version=version, defines=build_defines(args.macros), cuda_units=cuda_unit_suffixes(args.cuda_units)
+    )
+    # (an output directory that cannot hold a source: nothing is written there)
+    srcs, roots = _walk(args.sources, _abs(Path("/nonexistent-hipify-lint-output")))
+    srcs = [s for s in srcs if not s.is_dir_root or s.path.suffix.lower() in SOURCE_SUFFIXES]
     key: Key = (overrides, version, False, True, False, ())
-    _translator(*key)  # validate the override file early
+    tr = _translator(*key)  # validates the override file early
+    paths = [s.key for s in srcs]
+    procs = [_process(path, True, key, True) for path in paths]
+    procs, _redone = _project_mask_pass(paths, procs, key, True)
+    where = _Scope(srcs, procs, resolve_includes(srcs, procs, roots), tr, options)
+    project_macros = {d for p in procs for d in p.defines}
     findings: list[Finding] = []
-    results = [_process(str(path), True, key, True) for path in files]
-    results, _redone = _project_mask_pass([str(p) for p in files], results, key, True)
-    for path, res in zip(files, results):
-        if res.mode == "error":
+    for s, p in zip(srcs, procs):
+        if p.mode == "error":
             findings.append(
                 Finding(
-                    path,
+                    s.path,
                     0,
                     0,
-                    path.name,
+                    s.path.name,
                     kind="error",
-                    reason=res.error,
+                    reason=p.error,
                     suggestion="check the file's permissions",
                     blocking=True,
                     rule="unreadable",
                 )
             )
-        for line, col, name, kind, reason, sugg, blocking, rule in res.findings:
-            if args.hazards_only and kind != "hazard":
-                continue
-            findings.append(
-                Finding(
-                    path,
-                    line,
-                    col,
-                    name,
-                    kind=kind,
-                    reason=reason,
-                    suggestion=sugg,
-                    blocking=blocking,
-                    rule=rule,
-                )
-            )
+        findings += [
+            f for f in where.findings(s.path, s.key, p, project_macros) if not args.hazards_only or f.kind == "hazard"
+        ]
     findings.sort(key=Finding.sort_key)
     if args.json:
         json.dump([f.to_json() for f in findings], sys.stdout, indent=1)
@@ -94,5 +81,6 @@ def main(argv: list[str]) -> int:
         for f in findings:
             print(f"{f}\n    fix: {f.suggestion}")
     n_blocking = sum(1 for f in findings if f.blocking)
-    print(f"lint: {len(findings)} findings, {n_blocking} blocking", file=sys.stderr)
+    skipped = f" ({where.skipped} in branches the build does not compile, not reported)" if where.skipped else ""
+    print(f"lint: {len(findings)} findings{skipped}, {n_blocking} blocking", file=sys.stderr)
     return 1 if n_blocking else 0

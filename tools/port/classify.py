@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tools.errors import ToolError
+from tools.hipify.headers import cuda_only_header
 from tools.hipify.mapping import Entry, MappingDatabase, format_version
 from tools.port.linemap import LineMap
 
@@ -140,7 +141,7 @@ def parse_messages(output: str) -> list[Message]:
 @dataclass(frozen=True)
 class HeaderInfo:
     header: str  # as in the table: a path or a prefix ending in "/"
-    provider: str  # rocm | cuda-only | third-party | windows
+    provider: str  # rocm | third-party | windows (CUDA-only headers: tools/hipify/headers.py)
     debian: str
     amd: str
     instead: str
@@ -656,11 +657,16 @@ class Classifier:
                 f"install {packages} (or point -I at the library's include directory)",
                 root,
             )
-        if info is not None and info.provider == "cuda-only":
+        only = cuda_only_header(header, self.hip_version)
+        if only is not None:  # (tools/hipify/data/cuda_only_headers.tsv and targets.tsv: the table hipify reports from)
+            if only.since is not None:
+                why = f"HIP {self._version()} has no counterpart; HIP >= {format_version(only.since)} has <{only.counterpart}>"
+            else:
+                why = "a CUDA header with no HIP counterpart"
             return self._cause(
                 "hip-lacks",
                 header,
-                f"'{header}' is a CUDA header with no HIP counterpart; {info.instead}",
+                f"'{header}' is {why}; {only.instead}",
                 "guard the code that needs it with #if !defined(__HIP_PLATFORM_AMD__), or port it by hand",
                 root,
             )
