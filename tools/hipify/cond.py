@@ -207,7 +207,7 @@ class _Parser:
             close = self.expect(")")
             return ("()", start, close[3], inner)
         if kind == "num":
-            return ("num", start, end, _integer(text))
+            return ("num", start, end, _integer(text), "u" in text.lower())
         if kind == "chr":
             return ("call", start, end, text)  # a character constant: not evaluated
         if kind == "id":
@@ -313,6 +313,8 @@ def evaluate(node: Node, lookup: Lookup, forced: Mapping[tuple[object, object], 
         v = evaluate(kids[0], lookup, forced)
         if v is None:
             return None
+        if _unsigned(kids[0]) and op in ("~", "neg"):
+            return (~v if op == "~" else -v) & _MASK
         return {"!": int(not v), "~": _signed(~v), "neg": _signed(-v), "pos": v}[str(op)]
     if op == "?:":
         c = evaluate(kids[0], lookup, forced)
@@ -341,7 +343,38 @@ def evaluate(node: Node, lookup: Lookup, forced: Mapping[tuple[object, object], 
         if op == "*" and (a == 0 or b == 0):
             return 0
         return None
+    if op in ("<<", ">>"):
+        unsigned = _unsigned(kids[0])
+    else:
+        unsigned = _unsigned(kids[0]) or _unsigned(kids[1])
+    if unsigned:  # C's usual arithmetic conversions: both operands become unsigned (uintmax_t)
+        return _unsigned_binary(str(op), a & _MASK, b & _MASK)
     return _binary(str(op), a, b)
+
+
+def _unsigned(node: Node) -> bool:
+    """Whether a sub-expression has an unsigned type (a ``u`` literal, or arithmetic with one)."""
+    op = node[0]
+    if op == "num":
+        return len(node) > 4 and bool(node[4])
+    if op in ("id", "defined", "call", "!", "&&", "||") or op in COMPARISONS:
+        return False
+    kids = [c for c in node[3:] if isinstance(c, tuple)]
+    if op == "?:":
+        return _unsigned(kids[1]) or _unsigned(kids[2])
+    if op in ("<<", ">>", "()", "~", "neg", "pos"):
+        return _unsigned(kids[0])
+    return any(_unsigned(k) for k in kids)
+
+
+def _unsigned_binary(op: str, a: int, b: int) -> int | None:
+    if op in ("/", "%"):
+        return None if b == 0 else (a // b if op == "/" else a % b)
+    if op in ("<<", ">>"):
+        return None if not 0 <= b < 64 else ((a << b) & _MASK if op == "<<" else a >> b)
+    if op in COMPARISONS:
+        return int({"<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "==": a == b, "!=": a != b}[op])
+    return {"*": a * b, "+": a + b, "-": a - b, "&": a & b, "^": a ^ b, "|": a | b}[op] & _MASK
 
 
 def _binary(op: str, a: int, b: int) -> int | None:

@@ -1,0 +1,216 @@
+"""The SIMD-in-a-word compat header (tools/hipify/data/hipify_simd.h) against a reference of the semantics the CUDA
+Math API documents ("SIMD Intrinsics"), on the host: every byte-lane function exhaustively (all 65,536 pairs of
+lane values, in each of the four lanes, the other lanes random), every 16-bit-lane function on the lane limits and
+random words, and with hypothesis. The reference is numpy, written from the documentation, lane by lane."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tools.hipify import simd
+
+HEADER = simd.SOURCE
+_SIGNATURE = re.compile(r"HIPIFY_SIMD_FN unsigned int (__v\w+)\(([^)]*)\)")
+
+Lanes = np.ndarray  # int64 lane values
+
+
+def arities() -> dict[str, int]:
+    found = {m.group(1): m.group(2).count(",") + 1 for m in _SIGNATURE.finditer(HEADER.read_text())}
+    assert set(found) == {n.decode() for n in simd.names()}
+    return found
+
+
+# -- the reference: what each function does to one lane (s: signed lane values, u: unsigned), from the docs -------
+def _sat(v: Lanes, lo: int, hi: int) -> Lanes:
+    return np.clip(v, lo, hi)
+
+
+def _avg_away(total: Lanes) -> Lanes:  # "ties rounded away from zero"
+    return np.sign(total) * ((np.abs(total) + 1) // 2)
+
+
+LaneOp = Callable[[Lanes, Lanes, Lanes, Lanes, int, int, int], Lanes]
+REFERENCE: dict[str, LaneOp] = {
+    "abs": lambda sa, sb, ua, ub, lo, hi, um: np.abs(sa),
+    "absss": lambda sa, sb, ua, ub, lo, hi, um: _sat(np.abs(sa), lo, hi),
+    "absdiffs": lambda sa, sb, ua, ub, lo, hi, um: np.abs(sa - sb),
+    "absdiffu": lambda sa, sb, ua, ub, lo, hi, um: np.abs(ua - ub),
+    "add": lambda sa, sb, ua, ub, lo, hi, um: ua + ub,
+    "addss": lambda sa, sb, ua, ub, lo, hi, um: _sat(sa + sb, lo, hi),
+    "addus": lambda sa, sb, ua, ub, lo, hi, um: _sat(ua + ub, 0, um),
+    "avgs": lambda sa, sb, ua, ub, lo, hi, um: _avg_away(sa + sb),
+    "avgu": lambda sa, sb, ua, ub, lo, hi, um: (ua + ub + 1) // 2,
+    "haddu": lambda sa, sb, ua, ub, lo, hi, um: (ua + ub) // 2,
+    "maxs": lambda sa, sb, ua, ub, lo, hi, um: np.maximum(sa, sb),
+    "maxu": lambda sa, sb, ua, ub, lo, hi, um: np.maximum(ua, ub),
+    "mins": lambda sa, sb, ua, ub, lo, hi, um: np.minimum(sa, sb),
+    "minu": lambda sa, sb, ua, ub, lo, hi, um: np.minimum(ua, ub),
+    "neg": lambda sa, sb, ua, ub, lo, hi, um: -sa,
+    "negss": lambda sa, sb, ua, ub, lo, hi, um: _sat(-sa, lo, hi),
+    "sub": lambda sa, sb, ua, ub, lo, hi, um: ua - ub,
+    "subss": lambda sa, sb, ua, ub, lo, hi, um: _sat(sa - sb, lo, hi),
+    "subus": lambda sa, sb, ua, ub, lo, hi, um: _sat(ua - ub, 0, um),
+}
+_COMPARE = {"eq": np.equal, "ne": np.not_equal, "ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}
+
+
+def _comparison(stem: str) -> LaneOp:
+    """__vcmp<op>[s|u]: all ones where it holds; __vset<op>[s|u]: 1 where it holds."""
+    m = re.fullmatch(r"(cmp|set)(eq|ne|ge|gt|le|lt)([su]?)", stem)
+    assert m is not None, stem
+    kind, op, sign = m.groups()
+    compare = _COMPARE[op]
+
+    def lane(sa: Lanes, sb: Lanes, ua: Lanes, ub: Lanes, lo: int, hi: int, um: int) -> Lanes:
+        holds = compare(ua, ub) if sign == "u" else compare(sa, sb)  # eq/ne: either view
+        return np.where(holds, um if kind == "cmp" else 1, 0)
+
+    return lane
+
+
+def reference(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    m = re.fullmatch(r"__v(\w+?)([24])", name)
+    assert m is not None
+    stem, count = m.group(1), int(m.group(2))
+    bits = 32 // count
+    um, lo, hi = (1 << bits) - 1, -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    result = np.zeros(a.shape, dtype=np.int64)
+    for i in range(count):
+        ua, ub = (a64 >> (bits * i)) & um, (b64 >> (bits * i)) & um
+        sa, sb = np.where(ua > hi, ua - (1 << bits), ua), np.where(ub > hi, ub - (1 << bits), ub)
+        if stem in ("sads", "sadu"):  # the sum of the lanes' absolute differences, one number
+            result += np.abs(sa - sb) if stem == "sads" else np.abs(ua - ub)
+            continue
+        op = REFERENCE.get(stem) or _comparison(stem)
+        result |= (op(sa, sb, ua, ub, lo, hi, um) & um) << (bits * i)
+    return (result & 0xFFFFFFFF).astype(np.uint32)
+
+
+# -- the header, compiled for the host --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compat(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, np.ndarray, np.ndarray], np.ndarray]:
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++-15")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    work = tmp_path_factory.mktemp("simd")
+    cases = []
+    for name, arity in sorted(arities().items()):
+        call = f"{name}(a[i], b[i])" if arity == 2 else f"{name}(a[i])"
+        cases.append(f'  if (!strcmp(name, "{name}")) {{ for (long i = 0; i < n; ++i) out[i] = {call}; return 0; }}')
+    (work / "harness.cpp").write_text(
+        f'#include <string.h>\n#include "{HEADER}"\n'
+        'extern "C" int hs_apply(const char* name, const unsigned* a, const unsigned* b, unsigned* out, long n) {\n'
+        + "\n".join(cases)
+        + "\n  return -1;\n}\n"
+    )
+    lib = work / "libharness.so"
+    subprocess.run(
+        [cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o", str(lib), str(work / "harness.cpp")],
+        check=True,
+        capture_output=True,
+    )
+    handle = ctypes.CDLL(str(lib))
+    handle.hs_apply.restype = ctypes.c_int
+    pointer = np.ctypeslib.ndpointer(dtype=np.uint32, flags="C_CONTIGUOUS")
+    handle.hs_apply.argtypes = [ctypes.c_char_p, pointer, pointer, pointer, ctypes.c_long]
+
+    def run(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = np.ascontiguousarray(a, dtype=np.uint32), np.ascontiguousarray(b, dtype=np.uint32)
+        out = np.zeros(a.shape, dtype=np.uint32)
+        assert handle.hs_apply(name.encode(), a, b, out, len(a)) == 0, name
+        return out
+
+    return run
+
+
+def _check(compat: Callable[[str, np.ndarray, np.ndarray], np.ndarray], name: str, a: np.ndarray, b: np.ndarray) -> None:
+    got, want = compat(name, a, b), reference(name, a, b)
+    bad = np.nonzero(got != want)[0]
+    if len(bad):
+        i = bad[0]
+        pytest.fail(f"{name}(0x{a[i]:08x}, 0x{b[i]:08x}) = 0x{got[i]:08x}, the documented result is 0x{want[i]:08x}")
+
+
+BYTE_LANES = sorted(n for n in arities() if n.endswith("4"))
+HALF_LANES = sorted(n for n in arities() if n.endswith("2"))
+
+
+def test_every_cuda_simd_intrinsic_is_there() -> None:
+    """The 82 of the CUDA Math API (HIPIFY 7.2 lists 80 of them: __vcmpleu2 and __vsetgtu2 are missing there)."""
+    names = set(arities())
+    stems = {n[3:-1] for n in names}
+    assert len(names) == 82 and all(f"__v{s}2" in names and f"__v{s}4" in names for s in stems)
+    assert {"__vcmpleu2", "__vsetgtu2", "__vsub4", "__vsubss4", "__vcmpne4", "__vcmpeq4", "__vabsdiffu4"} <= names
+
+
+@pytest.mark.parametrize("name", BYTE_LANES)
+def test_byte_lanes_exhaustively(compat: Callable[[str, np.ndarray, np.ndarray], np.ndarray], name: str) -> None:
+    rng = np.random.default_rng(4)
+    x, y = (v.ravel().astype(np.uint32) for v in np.meshgrid(np.arange(256), np.arange(256)))
+    for lane in range(4):  # every pair of lane values in this lane, random bytes in the others
+        keep = np.uint32(~(0xFF << (8 * lane)) & 0xFFFFFFFF)
+        a = (rng.integers(0, 2**32, x.size, dtype=np.uint32) & keep) | (x << np.uint32(8 * lane))
+        b = (rng.integers(0, 2**32, y.size, dtype=np.uint32) & keep) | (y << np.uint32(8 * lane))
+        _check(compat, name, a, b)
+
+
+_LIMITS16 = [0, 1, 2, 0x7E, 0x7F, 0x80, 0xFF, 0x100, 0x7FFE, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF]
+
+
+@pytest.mark.parametrize("name", HALF_LANES)
+def test_half_lanes_at_the_limits_and_at_random(compat: Callable[[str, np.ndarray, np.ndarray], np.ndarray], name: str) -> None:
+    words = np.array([hi << 16 | lo for hi in _LIMITS16 for lo in _LIMITS16], dtype=np.uint32)
+    a, b = (v.ravel() for v in np.meshgrid(words, words))  # every pair of limit values, in both lanes
+    _check(compat, name, a, b)
+    rng = np.random.default_rng(2)
+    _check(compat, name, rng.integers(0, 2**32, 200_000, dtype=np.uint32), rng.integers(0, 2**32, 200_000, dtype=np.uint32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)), min_size=1, max_size=32))
+def test_half_lanes_with_hypothesis(compat: Callable[[str, np.ndarray, np.ndarray], np.ndarray], pairs: list[tuple[int, int]]) -> None:
+    a = np.array([p[0] for p in pairs], dtype=np.uint32)
+    b = np.array([p[1] for p in pairs], dtype=np.uint32)
+    for name in HALF_LANES:
+        _check(compat, name, a, b)
+
+
+def test_the_documented_examples(compat: Callable[[str, np.ndarray, np.ndarray], np.ndarray]) -> None:
+    """The examples the CUDA Math API gives (and the reference agrees)."""
+    examples = [
+        ("__vabs2", 0x80008000, 0, 0x80008000),
+        ("__vabsss2", 0x80008000, 0, 0x7FFF7FFF),
+        ("__vneg2", 0x80008000, 0, 0x80008000),
+        ("__vnegss2", 0x80008000, 0, 0x7FFF7FFF),
+        ("__vcmpeq2", 0x12345678, 0x1234ABCD, 0xFFFF0000),
+        ("__vcmpne2", 0x12345678, 0x1234ABCD, 0x0000FFFF),
+        ("__vcmpges2", 0x80007FFF, 0x7FFF8000, 0x0000FFFF),
+        ("__vcmpgeu2", 0x80007FFF, 0x7FFF8000, 0xFFFF0000),
+        ("__vcmpleu2", 0x80007FFF, 0x7FFF8000, 0x0000FFFF),
+        ("__vseteq2", 0x12345678, 0x1234ABCD, 0x00010000),
+        ("__vsetgtu2", 0x80007FFF, 0x7FFF8000, 0x00010000),
+        ("__vsetlts2", 0x80007FFF, 0x7FFF8000, 0x00010000),
+    ]
+    for name, a, b, want in examples:
+        args = np.array([a], dtype=np.uint32), np.array([b], dtype=np.uint32)
+        assert int(compat(name, *args)[0]) == want == int(reference(name, *args)[0]), name
+
+
+def test_the_reference_can_tell_a_wrong_implementation() -> None:
+    """A saturating add that wraps, or an average rounded the wrong way, is caught (the tests can fail)."""
+    a = np.array([0x7F7F7F7F, 0x00FF0003], dtype=np.uint32)
+    b = np.array([0x01010101, 0x00FF0000], dtype=np.uint32)
+    assert not np.array_equal(reference("__vaddss4", a, b), reference("__vadd4", a, b))
+    assert reference("__vavgs2", np.array([0xFFFD0003], dtype=np.uint32), np.array([0], dtype=np.uint32))[0] == 0xFFFE0002
