@@ -390,3 +390,25 @@ def test_include_the_translation_lost(tmp_path: Path) -> None:
     c = Classifier(load_database(), (6, 4), hip, Project(list(origin), origin=origin), arch="gfx942")
     cause = c.classify(cuda / "k.cu", out / "k.cu", err(out, "k.cu", 2, 9, "use of undeclared identifier 'findDevice'"))
     assert cause.cls == "missing-include" and "<helper_cuda.h>" in cause.reason
+
+
+@pytest.mark.parametrize("header", ["cooperative_groups/reduce.h", "cuda/barrier", "mma.h", "nvtx3/nvToolsExt.h"])
+def test_cuda_only_headers_come_from_hipifys_table(setup: tuple[Path, Path], header: str) -> None:
+    """One table for hipify's finding and this class: the reason is the row's (tools/hipify/data/cuda_only_headers.tsv)."""
+    from tools.hipify.headers import table_row  # noqa: PLC0415
+
+    proj, hip = setup
+    (proj / "k.hip").write_text(f"#include <{header}>\n")
+    out = f"{proj / 'k.hip'}:1:10: fatal error: '{header}' file not found\n"
+    row = table_row(header)
+    assert row is not None
+    assert classify(proj, hip, "k.hip", out) == ("hip-lacks", header, f"'{header}' is a CUDA header with no HIP counterpart; {row.instead}")
+
+
+def test_a_header_hip_gains_later_is_named_by_target(setup: tuple[Path, Path]) -> None:
+    """cuda_fp6.h is left for HIP 6.4 (HIP 7.0 has hip/hip_fp6.h): not "a translation defect", and the version says so."""
+    proj, hip = setup
+    (proj / "k.hip").write_text("#include <cuda_fp6.h>\n")
+    out = f"{proj / 'k.hip'}:1:10: fatal error: 'cuda_fp6.h' file not found\n"
+    cls, _subject, reason = classify(proj, hip, "k.hip", out, version=(6, 4))
+    assert cls == "hip-lacks" and "HIP 6.4 has no counterpart; HIP >= 7.0 has <hip/hip_fp6.h>" in reason

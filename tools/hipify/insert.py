@@ -125,7 +125,8 @@ def guard_line(data: bytes, spans: list[tuple[int, int]], lookup: cond.Lookup) -
     does not compile (``#ifdef __CUDACC__``, ``#if defined(__CUDACC__) || defined(__CUDA_ARCH__)``, ...: decided with
     ``lookup``, the host compiler's view, tools/hipify/scope.py): the first line of that branch's body when they all
     sit in one such branch (the line after its ``#if``), 0 when they sit in several (the include then goes at the top,
-    inside ``#ifdef __HIPCC__``), -1 when one is outside every such branch (at the top, as it is)."""
+    inside ``#ifdef __HIPCC__``; also when an ``extern "C" {`` comes before that branch, as the include cannot go in
+    one), -1 when one is outside every such branch (at the top, as it is)."""
     found = constructs(data, spans)
     if not found:
         return -1
@@ -145,7 +146,15 @@ def guard_line(data: bytes, spans: list[tuple[int, int]], lookup: cond.Lookup) -
         if outer < 0:
             return -1
         holders.add(outer)
-    return bs[holders.pop()].first if len(holders) == 1 else 0
+    if len(holders) != 1:
+        return 0
+    line = bs[holders.pop()].first
+    at = 0
+    for _ in range(line - 1):
+        at = data.find(b"\n", at) + 1
+    if re.search(rb'\bextern\s*"C"\s*\{', data[:at]):
+        return 0  # (the branch may sit in an extern "C" block, where C++ headers cannot go: the top, guarded)
+    return line
 
 
 def _dead_ancestor(bs: list[cond.Branch], dead: list[bool], i: int) -> bool:
