@@ -55,7 +55,9 @@ def prepare(toolchain: Toolchain, layout: Layout, settings: Settings, registered
         options = HipifyOptions(
             hip_version=target,
             defines=(
-                (("MONARCH_COLLECTIVE_SONAME", f'"{toolchain.collective_soname}"'),) if toolchain.collective_soname else ()
+                (("MONARCH_COLLECTIVE_SONAME", f'"{toolchain.collective_soname}"'),)
+                if toolchain.collective_soname
+                else ()
             ),
             cuda_units=SOURCE_SUFFIXES,
         )

@@ -48,7 +48,7 @@ class Metadata:
             *(f"Classifier: {c}" for c in self.classifiers),
             *(f"Requires-Dist: {r}" for r in self.requires_dist),
             *(f"Provides-Extra: {name}" for name, _ in self.extras),
-            *(f'Requires-Dist: {_with_marker(r, name)}' for name, reqs in self.extras for r in reqs),
+            *(f"Requires-Dist: {_with_marker(r, name)}" for name, reqs in self.extras for r in reqs),
             "Description-Content-Type: text/markdown",
         ]
         return "\n".join(lines) + "\n\n" + self.readme

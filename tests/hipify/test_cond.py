@@ -81,7 +81,9 @@ def test_agrees_with_the_c_preprocessor() -> None:
         pytest.skip("no C preprocessor")
     rng = random.Random(22)
     exprs = [_random_expression(rng) for _ in range(400)]
-    source = "#define A 5\n#define B 0\n" + "".join(f"#if {e}\nyes {i}\n#else\nno {i}\n#endif\n" for i, e in enumerate(exprs))
+    source = "#define A 5\n#define B 0\n" + "".join(
+        f"#if {e}\nyes {i}\n#else\nno {i}\n#endif\n" for i, e in enumerate(exprs)
+    )
     argv = [cpp, "-P"] if cpp.endswith("cpp") else [cpp, "-E", "-P", "-x", "c", "-"]
     out = subprocess.run(argv, input=source, capture_output=True, text=True, check=True).stdout
     theirs = {int(n): w == "yes" for w, n in (line.split() for line in out.split("\n") if line.strip())}
@@ -142,7 +144,7 @@ def test_an_earlier_branch_taken_decides_the_rest() -> None:
 def test_conditions_keep_the_files_offsets() -> None:
     data = b"int x;\n#if defined(A) && \\\n    __CUDA_ARCH__ >= 700 // why\n#endif\n"
     comment = data.index(b"// why")
-    (line, at, text), = cond.conditions(data, [(comment, comment + 6)])
+    ((line, at, text),) = cond.conditions(data, [(comment, comment + 6)])
     assert line == 2 and len(text) == len(data[at : data.index(b"\n#endif")])
     k = text.index("__CUDA_ARCH__")
     assert data[at + k : at + k + 13] == b"__CUDA_ARCH__" and "why" not in text

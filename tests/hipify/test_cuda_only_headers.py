@@ -36,8 +36,17 @@ def test_by_target(header: str, version: tuple[int, int], since: tuple[int, int]
 
 @pytest.mark.parametrize(
     "include",
-    ["cooperative_groups/reduce.h", "cooperative_groups/memcpy_async.h", "cuda/barrier", "cuda/std/atomic", "mma.h",
-     "cuda_pipeline.h", "nvml.h", "nvtx3/nvToolsExt.h", "cuda_awbarrier.h"],
+    [
+        "cooperative_groups/reduce.h",
+        "cooperative_groups/memcpy_async.h",
+        "cuda/barrier",
+        "cuda/std/atomic",
+        "mma.h",
+        "cuda_pipeline.h",
+        "nvml.h",
+        "nvtx3/nvToolsExt.h",
+        "cuda_awbarrier.h",
+    ],
 )
 def test_the_translation_reports_each_where_it_is_included(include: str) -> None:
     tr = Translator(load_database(), (6, 4))

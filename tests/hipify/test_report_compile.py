@@ -21,14 +21,13 @@ from pathlib import Path
 
 import pytest
 from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
+from test_header_hygiene import PUBLIC_C
+from test_simd import arities
 
 from tools.hipify import HipifyOptions, HipifyResult, hipify_tree, simd
 from tools.hipify.headers import table_row
 from tools.hipify.mapping import load_database
 from tools.port.classify import Classifier, Project
-
-from test_header_hygiene import PUBLIC_C  # noqa: E402  (tests/hipify is on the path: conftest)
-from test_simd import arities
 
 CLANG = {"6.4": "clang++-21", "7.2": "clang++-22"}
 FLAGS = ["-std=c++17", "-fPIC", "-Wall", "-Wextra", "-Werror"]
@@ -116,7 +115,16 @@ def _check(tmp_path: Path, t: dict[str, object], compile_cmd: list[str], run: ob
         "ported_d": [*compile_cmd, "-x", "hip", "-DMYLIB_USE_HIP", "-c", "-o", "/dev/null", str(out_d / "ported.hip")],
         "ported": [*compile_cmd, "-x", "hip", "--cuda-device-only", "-c", "-o", "/dev/null", str(out / "ported.hip")],
         "reduce": [*compile_cmd, "-x", "hip", "-fsyntax-only", str(out / "reduce.hip")],
-        "arch": [*compile_cmd, "-x", "hip", "--cuda-device-only", "-E", "-o", str(out / "arch.i"), str(out / "arch.hip")],
+        "arch": [
+            *compile_cmd,
+            "-x",
+            "hip",
+            "--cuda-device-only",
+            "-E",
+            "-o",
+            str(out / "arch.i"),
+            str(out / "arch.hip"),
+        ],
     }
     script = "".join(f"echo '@@ {n} start'; {shlex.join(cmd)} 2>&1; echo '@@ {n} rc='$?; " for n, cmd in units.items())
     log = run(script)  # type: ignore[operator]
@@ -159,7 +167,9 @@ def test_in_the_roots(tmp_path: Path, version: str) -> None:
     log = run(shlex.join([*compile_cmd, "-x", "hip", "-fsyntax-only", str(Path(str(t["out"])) / "reduce.hip")]))
     unit = Path(str(t["out"])) / "reduce.hip"
     hip = require_root(version) / "usr" / "include" / "hip"
-    cause = Classifier(load_database(), (int(version[0]), int(version[2])), hip, Project([unit])).classify(unit, unit, log)
+    cause = Classifier(load_database(), (int(version[0]), int(version[2])), hip, Project([unit])).classify(
+        unit, unit, log
+    )
     row = table_row("cooperative_groups/reduce.h")
     assert row is not None and cause.cls == "hip-lacks" and row.instead in cause.reason
 

@@ -25,7 +25,9 @@ PTX = 'asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));'
 X86 = '__asm__ __volatile__("cpuid" : "=a"(a) : "a"(0));'
 
 
-def _run(tmp_path: Path, write: Write, files: dict[str, str], **options: object) -> tuple[dict[str, list[str]], HipifyResult]:
+def _run(
+    tmp_path: Path, write: Write, files: dict[str, str], **options: object
+) -> tuple[dict[str, list[str]], HipifyResult]:
     """The findings by file name as "line:rule-or-kind:B|-" (the runtime-include notes left out), and the result."""
     write(tmp_path / "src", files)
     opts = HipifyOptions(hip_version=(6, 4), jobs=1, **options)  # type: ignore[arg-type]
@@ -82,22 +84,30 @@ def test_amd_assembly_and_compiler_barriers_are_not_ptx(tmp_path: Path, write: W
 
 
 # -- (b) the build's defines decide branches ------------------------------------------------------------------
-HAND_PORTED = """#include "common.cuh"
+HAND_PORTED = (
+    """#include "common.cuh"
 #if !defined(MYLIB_USE_HIP) && __CUDA_ARCH__ >= 800
 #define FAST_ASYNC
 #endif
 #ifdef FAST_ASYNC
-__device__ void cp(int* l) { """ + PTX.replace("(l)", "(*l)") + """ }
+__device__ void cp(int* l) { """
+    + PTX.replace("(l)", "(*l)")
+    + """ }
 #endif
 #ifndef MYLIB_USE_HIP
-__device__ void w(int* l) { """ + PTX.replace("(l)", "(*l)") + """ }
+__device__ void w(int* l) { """
+    + PTX.replace("(l)", "(*l)")
+    + """ }
 #else
 __device__ void w(int* l) { *l = __lane_id(); }
 #endif
 #if defined(MYLIB_OTHER) || CUDART_VERSION >= 12000
-__device__ void v(int* l) { """ + PTX.replace("(l)", "(*l)") + """ }
+__device__ void v(int* l) { """
+    + PTX.replace("(l)", "(*l)")
+    + """ }
 #endif
 """
+)
 
 
 def test_findings_in_branches_the_build_does_not_compile(tmp_path: Path, write: Write) -> None:
@@ -152,12 +162,25 @@ def test_defines_on_the_command_line(tmp_path: Path, write: Write) -> None:
     for tool, extra in (("hipify", ["-o", str(tmp_path / "out")]), ("lint", [])):
         argv = [sys.executable, "-m", "tools", tool, str(tmp_path / "src"), *extra, "--hip-version", "6.4"]
         proc = subprocess.run(
-            [*argv, "-DMYLIB_USE_HIP", "--undefine", "MYLIB_OTHER", "--report" if tool == "hipify" else "--json",
-             *(["-"] if tool == "hipify" else [])],
-            capture_output=True, text=True, cwd=REPO, check=False,
+            [
+                *argv,
+                "-DMYLIB_USE_HIP",
+                "--undefine",
+                "MYLIB_OTHER",
+                "--report" if tool == "hipify" else "--json",
+                *(["-"] if tool == "hipify" else []),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            check=False,
         )
         assert proc.returncode == (0 if tool == "hipify" else 1), proc.stderr
-        assert "in branches the" in proc.stderr and "1 blocking" in proc.stderr and "CUDART_VERSION" in proc.stdout + proc.stderr
+        assert (
+            "in branches the" in proc.stderr
+            and "1 blocking" in proc.stderr
+            and "CUDART_VERSION" in proc.stdout + proc.stderr
+        )
         assert "inline-asm" not in proc.stdout + proc.stderr
         bad = subprocess.run([*argv, "-D", "1X"], capture_output=True, text=True, cwd=REPO, check=False)
         assert bad.returncode != 0 and "bad define '1X'" in bad.stderr and "Traceback" not in bad.stderr
@@ -245,7 +268,12 @@ def test_a_comparison_the_defines_make_irrelevant_is_not_reported(tmp_path: Path
         "#if __CUDA_ARCH__ >= 900\n#endif\n"
     )
     found, _res = _run(tmp_path / "a", write, {"k.cu": src})
-    assert found["k.cu"] == ["1:cuda-arch-compare:B", "3:cuda-arch-compare:B", "6:cuda-arch-compare:B", "8:cuda-arch-compare:B"]
+    assert found["k.cu"] == [
+        "1:cuda-arch-compare:B",
+        "3:cuda-arch-compare:B",
+        "6:cuda-arch-compare:B",
+        "8:cuda-arch-compare:B",
+    ]
     found, _res = _run(tmp_path / "b", write, {"k.cu": src}, defines=(("USE_HIP", "1"),))
     assert found["k.cu"] == ["8:cuda-arch-compare:B"]  # the one that still switches a path off silently
 

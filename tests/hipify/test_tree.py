@@ -201,9 +201,18 @@ def test_cli_report_and_strict(tmp_path: Path, write: Write, capsys: pytest.Capt
         ("cudaInitDevice", "unsupported", 5, 3, ""),
     }
     assert data["blocking"] == 3 and data["counts"]["hazard"] == 1
-    assert {"file", "line", "column", "name", "kind", "reason", "suggestion", "blocking", "rule", "in_cuda_unit"} == set(
-        data["findings"][0]
-    )
+    assert {
+        "file",
+        "line",
+        "column",
+        "name",
+        "kind",
+        "reason",
+        "suggestion",
+        "blocking",
+        "rule",
+        "in_cuda_unit",
+    } == set(data["findings"][0])
     err = capsys.readouterr().err
     assert "1 unsupported, 1 version, 1 hazard; 3 blocking" in err
     # a clean tree passes --strict

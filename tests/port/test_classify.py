@@ -402,7 +402,11 @@ def test_cuda_only_headers_come_from_hipifys_table(setup: tuple[Path, Path], hea
     out = f"{proj / 'k.hip'}:1:10: fatal error: '{header}' file not found\n"
     row = table_row(header)
     assert row is not None
-    assert classify(proj, hip, "k.hip", out) == ("hip-lacks", header, f"'{header}' is a CUDA header with no HIP counterpart; {row.instead}")
+    assert classify(proj, hip, "k.hip", out) == (
+        "hip-lacks",
+        header,
+        f"'{header}' is a CUDA header with no HIP counterpart; {row.instead}",
+    )
 
 
 def test_a_header_hip_gains_later_is_named_by_target(setup: tuple[Path, Path]) -> None:

@@ -108,7 +108,7 @@ def add_build_options(ap: argparse.ArgumentParser) -> None:
         def __call__(self, _p: object, namespace: argparse.Namespace, values: object, _o: object = None) -> None:
             items = list(getattr(namespace, "macros", None) or [])
             items.append((str(self.const), str(values)))
-            setattr(namespace, "macros", items)
+            namespace.macros = items
 
     ap.set_defaults(macros=[])
     ap.add_argument(

@@ -67,13 +67,13 @@ def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Direc
     """The conditional and macro directives of ``data``; ``spans`` are its comments and literals (sorted), whose
     text is blanked in a condition and inside which no directive starts."""
     out: list[Directive] = []
-    for kind, line, last_line, _at, raw in _scan(data, spans):
-        text = " ".join(raw.split())
+    for written, line, last_line, _at, raw in _scan(data, spans):
+        kind, text = written, " ".join(raw.split())
         if kind in ("ifdef", "ifndef", "define", "undef", "elifdef", "elifndef"):
             name = _NAME.match(text)
             text = name.group() if name else ""
             if kind in ("elifdef", "elifndef"):
-                kind, text = "elif", ("defined " if kind == "elifdef" else "!defined ") + text
+                kind, text = "elif", ("defined " if written == "elifdef" else "!defined ") + text
         out.append((kind, line, last_line, text))
     return out
 
@@ -218,8 +218,8 @@ class _Parser:
                     close = self.expect(")")
                     return ("defined", start, close[3], name[1])
                 return ("defined", start, nxt[3], nxt[1])
-            nxt = self.peek()
-            if nxt is not None and nxt[1] == "(":  # a function-like macro, __has_include(...), ...: unknown
+            after = self.peek()
+            if after is not None and after[1] == "(":  # a function-like macro, __has_include(...), ...: unknown
                 depth = 0
                 while True:
                     t = self.take()
@@ -411,7 +411,9 @@ class Branch:
 
     __slots__ = ("cond", "first", "group", "last", "line", "parent", "text")
 
-    def __init__(self, group: int, parent: int, line: int, first: int, cond: Node | None, text: str) -> None:
+    def __init__(  # noqa: PLR0917
+        self, group: int, parent: int, line: int, first: int, cond: Node | None, text: str
+    ) -> None:
         self.group = group  # groups are numbered in file order
         self.parent = parent  # the branch this group sits in (-1: the top level)
         self.line = line  # the directive's line

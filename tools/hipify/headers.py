@@ -68,7 +68,7 @@ def table(path: Path = TABLE) -> dict[str, CudaOnlyHeader]:
             continue
         if len(cells) != len(_COLUMNS) or not all(cells) or cells[0] in out:
             raise ToolError(f"{path}:{lineno}: bad row {line!r} (want header, instead, source; each header once)")
-        out[cells[0]] = CudaOnlyHeader(*cells)
+        out[cells[0]] = CudaOnlyHeader(cells[0], cells[1], cells[2])
     return out
 
 

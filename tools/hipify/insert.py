@@ -101,7 +101,13 @@ def constructs(data: bytes, spans: list[tuple[int, int]]) -> list[int]:
     starts = [a for a, _ in spans]
     size = len(data)
     out: list[int] = []
-    for needle, follow in ((b"__global__", None), (b"__device__", None), (b"<<<", None), (b"cuda", _UPPER), (b"hip", _UPPER)):
+    for needle, follow in (
+        (b"__global__", None),
+        (b"__device__", None),
+        (b"<<<", None),
+        (b"cuda", _UPPER),
+        (b"hip", _UPPER),
+    ):
         at = data.find(needle)
         while at >= 0:
             k = bisect_right(starts, at) - 1
@@ -269,12 +275,14 @@ def render(
         ]
     includes: list[str] = []
     if runtime:
-        includes.append(
-            f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly"
-        )
+        includes.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
     if simd_path:
         includes.append(f'#include "{simd_path}"  // [hipify] CUDA SIMD intrinsics HIP lacks (__vsub4, ...)')
     if includes and own_guard:
-        includes = ["#ifdef __HIPCC__  // [hipify] this file's CUDA code is for CUDA/HIP compilers only", *includes, "#endif"]
+        includes = [
+            "#ifdef __HIPCC__  // [hipify] this file's CUDA code is for CUDA/HIP compilers only",
+            *includes,
+            "#endif",
+        ]
     lines += includes
     return "".join(line + eol for line in lines).encode("ascii")

@@ -12,9 +12,10 @@ lane-math             ``& 31``, ``% 32``, ``>> 5`` on thread/lane indices (assum
 warp-reduce-16        a shuffle reduction loop starting at offset 16 (covers only 32 lanes)
 lane-mask-32          (the translator's, tools/hipify/masks.py) a partial or run-time 32-bit ``*_sync`` lane mask
 ballot-32             ``__ballot``/``__activemask`` results kept in 32 bits or passed to ``__popc``/``__ffs``
-inline-asm            inline PTX ``asm(...)`` (no translation exists)
-cuda-arch-compare     every comparison of ``__CUDA_ARCH__`` (with a number or a macro; in ``#if``/``#elif`` and in code), named
-                      as written, with the branch HIP takes (``__HIP_DEVICE_COMPILE__`` is 1 in device code)
+inline-asm            inline PTX ``asm(...)`` (no translation exists; AMD GPU assembly and empty templates are not PTX)
+cuda-arch-compare     every comparison of ``__CUDA_ARCH__`` (with a number or a macro; in ``#if``/``#elif`` and in
+                      code), named as written, with the branch HIP takes (``__HIP_DEVICE_COMPILE__`` is 1 in device
+                      code)
 texture-reference     ``texture<...>``/``surface<...>`` references (removed from HIP)
 texture-fetch         texture/surface fetch functions (partial support in HIP; check each)
 coop-groups           cooperative-groups features HIP lacks (clusters, memcpy_async, labeled partitions, ...)
@@ -229,8 +230,8 @@ def _candidates(code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
     return b"hipify:" in code, device_file, out
 
 
-# An AMD GPU instruction (AMDGCN: vector, scalar, LDS, buffer, global, flat memory, ...) at the start of an asm template:
-# code already written for AMD (a HIP branch of the CUDA source), not PTX.
+# An AMD GPU instruction (AMDGCN: vector, scalar, LDS, buffer, global, flat memory, ...) at the start of an asm
+# template: code already written for AMD (a HIP branch of the CUDA source), not PTX.
 _AMDGCN = rb'\s*"(?:\s|\\[ntr]|\\\r?\n)*(?:v_|s_|ds_|buffer_|tbuffer_|global_|flat_|scratch_|image_)'
 _EMPTY_TEMPLATE = rb'\s*""\s*[:)]'
 
@@ -298,7 +299,11 @@ def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:
         name = text if len(text) <= 60 else text[:57] + "..."
         out.append(RawFinding(start, name, "hazard", reason, suggestion, blocking, rule))
     if b"__CUDA_ARCH__" in code:
-        out += [f for f in arch_comparisons(data, spans, in_literal) if not (may_silence and _silenced(data, f.offset, f.rule))]
+        out += [
+            f
+            for f in arch_comparisons(data, spans, in_literal)
+            if not (may_silence and _silenced(data, f.offset, f.rule))
+        ]
     out.sort(key=lambda f: f.offset)
     return out
 
@@ -309,7 +314,17 @@ ARCH_RULE = "cuda-arch-compare"
 _HIP_ARCH = "__HIP_DEVICE_COMPILE__"
 _OP = rb"(?:<=|>=|==|!=|<(?![<=])|>(?![>=]))"
 _OPERAND = rb"(?:[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\d[\w']*|\([^()\n]*\))"
-_CODE_COMPARE = rb"__CUDA_ARCH__\s*" + _OP + rb"\s*" + _OPERAND + rb"|(?<![\w<>])" + _OPERAND + rb"\s*" + _OP + rb"\s*__CUDA_ARCH__\b"
+_CODE_COMPARE = (
+    rb"__CUDA_ARCH__\s*"
+    + _OP
+    + rb"\s*"
+    + _OPERAND
+    + rb"|(?<![\w<>])"
+    + _OPERAND
+    + rb"\s*"
+    + _OP
+    + rb"\s*__CUDA_ARCH__\b"
+)
 _ARCH_SUGGESTION = (
     "decide the AMD path explicitly: before this test, a branch for AMD (#if defined(__HIP_PLATFORM_AMD__), or per "
     "target: defined(__gfx942__) ...) that selects the code AMD GPUs should run"
@@ -392,7 +407,7 @@ def arch_comparisons(data: bytes, spans: list[tuple[int, int]], in_literal: obje
     (``if constexpr (__CUDA_ARCH__ >= 800)``)."""
     out: list[RawFinding] = []
     directive_lines: list[tuple[int, int]] = []  # (start, end) offsets of the conditions read here
-    for line, at, text in cond.conditions(data, spans):
+    for _line, at, text in cond.conditions(data, spans):
         directive_lines.append((at, at + len(text)))
         if ARCH not in text:
             continue
@@ -423,7 +438,9 @@ def arch_comparisons(data: bytes, spans: list[tuple[int, int]], in_literal: obje
         if k >= 0 and start < spans[k][1]:
             continue
         expr = " ".join(m.group().decode("latin-1").split())
-        node = cond.parse(expr)
-        reason = arch_reason(expr, node, expr, None, "") if node is not None else arch_reason(expr, None, "", None, "")
+        parsed = cond.parse(expr)
+        reason = (
+            arch_reason(expr, parsed, expr, None, "") if parsed is not None else arch_reason(expr, None, "", None, "")
+        )
         out.append(RawFinding(start, expr, "hazard", reason, _ARCH_SUGGESTION, True, ARCH_RULE))
     return out

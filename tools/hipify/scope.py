@@ -149,8 +149,8 @@ def roles(
     todo = [k for k in out if _suffix(k) in unit_suffixes]
     for k in todo:
         out[k] = CUDA_UNIT
-    for k in out:
-        if out[k] == OTHER and (_suffix(k) == ".cuh" or (k in devices and _suffix(k) in HEADER_SUFFIXES)):
+    for k, role in list(out.items()):
+        if role == OTHER and (_suffix(k) == ".cuh" or (k in devices and _suffix(k) in HEADER_SUFFIXES)):
             out[k] = CUDA_HEADER
             todo.append(k)
     while todo:
@@ -214,13 +214,14 @@ class Branches:
     """The branches of a tree's files, decided for the ROCm build (see the module doc): ``dead[file]`` are the line
     ranges no compile of the file sees."""
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
         files: Mapping[str, Sequence[cond.Directive]],
         envs: Mapping[str, tuple[int, ...]],
         defines: Sequence[Define],
         hip_name: Callable[[str], str],
         undefined_in_hip: Callable[[str], bool],
+        *,
         macros: Macros | None = None,
     ) -> None:
         """``hip_name(name)``: the name the translation writes for ``name``; ``undefined_in_hip(name)``: a CUDA
@@ -317,7 +318,7 @@ class Branches:
                     if yes is None or no is None or yes != no:
                         return True
                 continue
-            if cond.evaluate(whole, lambda n, look=look: None if n == name else look(n)) is None:
+            if cond.evaluate(whole, _without(look, name)) is None:
                 return True
         return False
 
@@ -330,6 +331,15 @@ class Branches:
             if not self.is_dead(k, line):
                 return k, line
         return None
+
+
+def _without(lookup: cond.Lookup, name: str) -> cond.Lookup:
+    """``lookup`` that knows nothing of ``name``."""
+
+    def inner(n: str) -> cond.Value | None:
+        return None if n == name else lookup(n)
+
+    return inner
 
 
 def _comparisons(node: cond.Node, text: str, expr: str) -> list[cond.Node]:

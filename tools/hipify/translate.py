@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from tools.hipify import cond, insert, masks, simd
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.headers import table_row
-from tools.hipify.scope import load_macros
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
+from tools.hipify.scope import load_macros
 from tools.hipify.targets import Target, load_target
 
 Edit = tuple[int, int, bytes]  # put bytes in place of data[start:end]
@@ -661,7 +661,7 @@ class Translator:
         else:
             out.append(data[pos:])
             result = b"".join(out)
-        return self._finish(data, result, st, spans, launches, cuda_edit)
+        return self._finish(data, result, st, spans, launches, cuda_edit=cuda_edit)
 
     def _name_occurrence(
         self, data: bytes, start: int, end: int, act: _Action, st: _FileState
@@ -671,7 +671,7 @@ class Translator:
         ``data[start:resume]`` (consumed: the call's arguments were rewritten too: a dropped or widened lane
         mask), or None."""
         findings = st.findings
-        if act.compiler_id:
+        if act.compiler_id and act.replacement is not None:
             return act.replacement, end, False
         if act.simd:
             name = data[start:end]
@@ -858,6 +858,7 @@ class Translator:
         st: _FileState,
         spans: list[tuple[int, int]],
         launches: list[tuple[int, int]],
+        *,
         cuda_edit: bool = True,
     ) -> FileResult:
         findings = st.findings

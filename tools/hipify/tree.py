@@ -959,7 +959,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 else:
                     text = insert.render(define, header, crlf, simd_rel, own_guard=p.guard == 0)
                     edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
-                findings += _addition_findings(s.path, line, define, header, tr.hip_version, p.guard >= 0)
+                findings += _addition_findings(s.path, line, define, header, tr.hip_version, guarded=p.guard >= 0)
             edits.sort(reverse=True)
             outputs[s.path] = dst
             if p.mode == "copy":
@@ -1018,7 +1018,9 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         if any(a[2] for a in additions.values()) and where.provided:
             compat = Path(simd_path)
             if compat in claimed:
-                raise ToolError(f"output {compat} is both {claimed[compat]}'s and hipify's SIMD header: rename the source")
+                raise ToolError(
+                    f"output {compat} is both {claimed[compat]}'s and hipify's SIMD header: rename the source"
+                )
             generated.append(compat)
             data = simd.render(sorted(where.provided))
             if writer.same_content(compat, data):
@@ -1179,12 +1181,12 @@ class _Scope:
         in_cuda = self.role.get(key, scope.OTHER) != scope.OTHER
         out: list[Finding] = []
         held: list[Finding] = []
-        for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
+        for line, col, name, raw_kind, raw_reason, raw_sugg, raw_blocking, rule in p.findings:
+            kind, reason, sugg, blocking = raw_kind, raw_reason, raw_sugg, raw_blocking
             if kind == "unmapped" and name in project_macros:
                 continue  # the project's own macro, not a CUDA API name
             if self.branches.is_dead(key, line) or (
-                kind in _NAME_KINDS + ("hazard",)
-                and (kind != "hazard" or rule == _ARCH_RULE)
+                (kind in _NAME_KINDS or rule == _ARCH_RULE)
                 and self.branches.in_condition(key, line)
                 and not self.branches.matters(key, line, name, rule == _ARCH_RULE)
             ):
@@ -1272,7 +1274,9 @@ def _additions(
       HIP header of the translation unit, and a header's own definition may come too late.
     - The SIMD compat header: a file that uses one of the intrinsics it provides (``simd_provided``)."""
     facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
-    uses_simd = {s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)}
+    uses_simd = {
+        s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)
+    }
     links = {k: [t.key for _i, t, _l in v] for k, v in resolved.items()}
     out: dict[str, tuple[str | None, bytes | None, bool]] = {}
 
@@ -1345,6 +1349,7 @@ def _addition_findings(
     define: str | None,
     header: bytes | None,
     hip_version: tuple[int, ...] | None,
+    *,
     guarded: bool = False,
 ) -> list[Finding]:
     target = ".".join(map(str, hip_version)) if hip_version else "(newest)"

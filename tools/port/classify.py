@@ -660,7 +660,8 @@ class Classifier:
         only = cuda_only_header(header, self.hip_version)
         if only is not None:  # (tools/hipify/data/cuda_only_headers.tsv and targets.tsv: the table hipify reports from)
             if only.since is not None:
-                why = f"HIP {self._version()} has no counterpart; HIP >= {format_version(only.since)} has <{only.counterpart}>"
+                since = format_version(only.since)
+                why = f"HIP {self._version()} has no counterpart; HIP >= {since} has <{only.counterpart}>"
             else:
                 why = "a CUDA header with no HIP counterpart"
             return self._cause(
