@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 
 #: a macro known to be undefined
@@ -31,45 +32,85 @@ Lookup = Callable[[str], "Value | None"]  # None: nothing known about the name
 # written, comments blanked, continuations joined) or the macro name (ifdef/ifndef/define/undef)
 Directive = tuple[str, int, int, str]
 
-_KINDS = frozenset({"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif", "define", "undef"})
-_DIRECTIVE = rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b"
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
-def _scan(data: bytes, spans: Sequence[tuple[int, int]]) -> list[tuple[str, int, int, int, str]]:
-    """(kind, first line, last line, offset of the argument, the argument): the argument keeps its length (comments
-    and literals blanked, a line continuation's backslash and line end as spaces), so offsets in it are the file's."""
+_DIRECTIVE = rb"#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b[ \t]*"
+_NAME_BYTES = rb"[A-Za-z_]\w*"
+
+#: (offset of the '#', keyword, the name after it or None) of directives, as the translator's scan finds them
+Found = Sequence[tuple[int, bytes, "bytes | None"]]
+_Scanned = tuple[str, int, int, int, str]  # (kind, first line, last line, offset of the argument, the argument)
+
+
+def _one(data: bytes, spans: Sequence[tuple[int, int]], starts: list[int], kind: str, line: int, arg: int) -> _Scanned:
+    """A directive whose keyword is ``kind`` and whose argument starts at ``arg``: the argument keeps its length
+    (comments and literals blanked, a continuation's backslash and line end as spaces), so offsets in it are the
+    file's; for a macro, its name."""
+    if kind in ("define", "undef"):  # (its first line is all that is needed)
+        m = re.compile(_NAME_BYTES).match(data, arg)
+        return (kind, line, line, arg, m.group().decode("latin-1") if m else "")
+    end = _logical_end(data, arg)
+    last_line = line + data.count(b"\n", arg, end)
+    raw = data[arg:end]
+    if b"/" in raw or b'"' in raw or b"'" in raw:
+        raw = _blank(data, arg, end, spans, max(bisect_right(starts, arg) - 1, 0))
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\r\n", b"   ").replace(b"\\\n", b"  ")
+    return (kind, line, last_line, arg, raw.decode("latin-1"))
+
+
+def _scan(data: bytes, spans: Sequence[tuple[int, int]], known: Found | None = None) -> list[_Scanned]:
+    """The directives of ``data``: found here, or from ``known`` (the translator's scan: already at line starts and
+    outside comments; a macro's name is all that is needed of it, and the keyword of #else/#endif)."""
     if b"#" not in data:
         return []
     starts = [a for a, _b in spans]
-    out: list[tuple[str, int, int, int, str]] = []
+    out: list[_Scanned] = []
     line = 1
     last = 0
-    for m in re.finditer(_DIRECTIVE, data, re.M):
+    count = data.count
+    if known is not None:
+        directive = re.compile(_DIRECTIVE).match
+        for at, keyword, name in known:
+            line += count(b"\n", last, at)
+            last = at
+            kind = keyword.decode()
+            if name is not None and kind in ("define", "undef", "ifdef", "ifndef"):
+                out.append((kind, line, line, at, name.decode("latin-1")))
+            elif kind in ("else", "endif"):
+                out.append((kind, line, line, at, ""))
+            else:
+                m = directive(data, at)
+                if m is not None:
+                    out.append(_one(data, spans, starts, kind, line, m.end()))
+        return out
+    skip_to = 0  # the end of the last directive (its continuation lines hold no directive)
+    for m in re.finditer(_DIRECTIVE, data):  # (a literal first: re finds the candidates)
         at = m.start()
+        if at < skip_to:
+            continue
+        line_start = data.rfind(b"\n", 0, at) + 1
+        if line_start != at and data[line_start:at].strip(b" \t"):
+            continue  # not at the start of a line
         k = bisect_right(starts, at) - 1
-        hash_at = data.index(b"#", at)
-        if k >= 0 and hash_at < spans[k][1]:
-            continue  # inside a block comment
-        line += data.count(b"\n", last, at)
+        if k >= 0 and at < spans[k][1]:
+            continue  # inside a comment or literal
+        line += count(b"\n", last, at)
         last = at
-        end = _logical_end(data, m.end())
-        raw = data[m.end() : end]
-        if b"/" in raw or b'"' in raw or b"'" in raw:
-            raw = _blank(data, m.end(), end, spans, max(bisect_right(starts, m.end()) - 1, 0))
-        if b"\\" in raw:
-            raw = raw.replace(b"\\\r\n", b"   ").replace(b"\\\n", b"  ")
-        out.append((m.group(1).decode(), line, line + data.count(b"\n", at, end), m.end(), raw.decode("latin-1")))
+        one = _one(data, spans, starts, m.group(1).decode(), line, m.end())
+        skip_to = _logical_end(data, m.end())
+        out.append(one)
     return out
 
 
-def directives(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[Directive]:
+def directives(data: bytes, spans: Sequence[tuple[int, int]] = (), known: Found | None = None) -> list[Directive]:
     """The conditional and macro directives of ``data``; ``spans`` are its comments and literals (sorted), whose
-    text is blanked in a condition and inside which no directive starts."""
+    text is blanked in a condition and inside which no directive starts; ``known``: what the translator found."""
     out: list[Directive] = []
-    for written, line, last_line, _at, raw in _scan(data, spans):
-        kind, text = written, " ".join(raw.split())
-        if kind in ("ifdef", "ifndef", "define", "undef", "elifdef", "elifndef"):
+    for written, line, last_line, _at, raw in _scan(data, spans, known):
+        kind, text = written, raw if written in ("define", "undef") else " ".join(raw.split())
+        if kind in ("ifdef", "ifndef", "elifdef", "elifndef"):
             name = _NAME.match(text)
             text = name.group() if name else ""
             if kind in ("elifdef", "elifndef"):
@@ -90,7 +131,8 @@ def _logical_end(data: bytes, i: int) -> int:
         end = data.find(b"\n", i)
         if end < 0:
             return n
-        if not data[i:end].rstrip(b"\r").endswith(b"\\"):
+        j = end - 1 if end > i and data[end - 1] == 0x0D else end
+        if j <= i or data[j - 1] != 0x5C:  # no backslash before the line end
             return end
         i = end + 1
 
@@ -247,9 +289,19 @@ def _integer(text: str) -> int | None:
         return None
 
 
+_SIMPLE = re.compile(r"\s*(!?)\s*defined\s*(?:\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))\s*\Z")
+
+
+@lru_cache(maxsize=4096)
 def parse(text: str) -> Node | None:
     """The condition ``text`` as a tree, or None when it is not a plain integer expression (then it is never
     decided)."""
+    simple = _SIMPLE.match(text)  # (#ifdef, #ifndef, include guards: most conditions)
+    if simple is not None:
+        name = simple.group(2) or simple.group(3)
+        start = text.index("defined")
+        node: Node = ("defined", start, len(text.rstrip()), name)
+        return ("!", text.index("!"), node[2], node) if simple.group(1) else node
     try:
         p = _Parser(text)
         if not p.tokens:

@@ -314,17 +314,8 @@ ARCH_RULE = "cuda-arch-compare"
 _HIP_ARCH = "__HIP_DEVICE_COMPILE__"
 _OP = rb"(?:<=|>=|==|!=|<(?![<=])|>(?![>=]))"
 _OPERAND = rb"(?:[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\d[\w']*|\([^()\n]*\))"
-_CODE_COMPARE = (
-    rb"__CUDA_ARCH__\s*"
-    + _OP
-    + rb"\s*"
-    + _OPERAND
-    + rb"|(?<![\w<>])"
-    + _OPERAND
-    + rb"\s*"
-    + _OP
-    + rb"\s*__CUDA_ARCH__\b"
-)
+_AFTER = rb"\s*" + _OP + rb"\s*" + _OPERAND  # __CUDA_ARCH__ >= 800
+_BEFORE = rb"(?<![\w<>])" + _OPERAND + rb"\s*" + _OP + rb"\s*\Z"  # 800 <= __CUDA_ARCH__
 _ARCH_SUGGESTION = (
     "decide the AMD path explicitly: before this test, a branch for AMD (#if defined(__HIP_PLATFORM_AMD__), or per "
     "target: defined(__gfx942__) ...) that selects the code AMD GPUs should run"
@@ -430,14 +421,25 @@ def arch_comparisons(data: bytes, spans: list[tuple[int, int]], in_literal: obje
                 )
             )
     starts = [a for a, _b in spans]
-    for m in re.finditer(_CODE_COMPARE, data):
-        start = m.start()
-        if any(a <= start < b for a, b in directive_lines):
+    at = data.find(b"__CUDA_ARCH__")
+    while at >= 0:
+        here, name_end = at, at + 13
+        at = data.find(b"__CUDA_ARCH__", name_end)
+        if any(a <= here < b for a, b in directive_lines) or (here and data[here - 1] in _IDC):
             continue
-        k = bisect_right(starts, start) - 1
-        if k >= 0 and start < spans[k][1]:
+        k = bisect_right(starts, here) - 1
+        if (k >= 0 and here < spans[k][1]) or (name_end < len(data) and data[name_end] in _IDC):
             continue
-        expr = " ".join(m.group().decode("latin-1").split())
+        after = re.compile(_AFTER).match(data, name_end)
+        window = data[max(0, here - 80) : here]
+        before = None if after else re.compile(_BEFORE).search(window)
+        if after is not None:
+            start, end = here, after.end()
+        elif before is not None:
+            start, end = here - len(window) + before.start(), name_end
+        else:
+            continue
+        expr = " ".join(data[start:end].decode("latin-1").split())
         parsed = cond.parse(expr)
         reason = (
             arch_reason(expr, parsed, expr, None, "") if parsed is not None else arch_reason(expr, None, "", None, "")

@@ -234,28 +234,40 @@ class Branches:
             k: cond.branches(d) for k, d in files.items() if any(x[0] in ("if", "ifdef", "ifndef") for x in d)
         }
         self._hip_name = hip_name
-        self._undefined_in_hip = undefined_in_hip
+        self._undefined = undefined_in_hip
         self._renamed: dict[str, str] = {}
-        # the project's #define/#undef sites: (file, line) per HIP-side name
+        self._undefined_cache: dict[str, bool] = {}
+        # the project's #define/#undef sites: (file, line) per name (as written)
         self.sites: dict[str, list[tuple[str, int]]] = {}
         for k, dirs in files.items():
             for kind, line, _last, name in dirs:
                 if kind in ("define", "undef") and name:
-                    self.sites.setdefault(self.hip(name), []).append((k, line))
+                    self.sites.setdefault(name, []).append((k, line))
         self.settled: set[str] = set()  # project macros whose every site is dead
         self.lookups = [self._lookup(e) for e in (DEVICE, HOST, HOST_CC)]
+        # the names each file's conditions read (a file is decided again only when one of them is newly settled)
+        reads = {
+            k: {n for b in bs if b.cond is not None for n in cond.names(b.cond)} for k, bs in self.branches.items()
+        }
         self.dead: dict[str, list[tuple[int, int]]] = {}
-        while True:
-            self.dead = {k: cond.dead_lines(bs, self._for(k)) for k, bs in self.branches.items()}
-            newly = [
+        todo = list(self.branches)
+        while todo:
+            for k in todo:
+                self.dead[k] = cond.dead_lines(self.branches[k], self._for(k))
+            newly = {
                 name
                 for name, where in self.sites.items()
                 if name not in self.settled and all(cond.in_ranges(line, self.dead.get(k, ())) for k, line in where)
-            ]
-            if not newly:
-                break
-            self.settled.update(newly)
+            }
+            self.settled |= newly
+            todo = [k for k, names in reads.items() if names & newly] if newly else []
         self.dead = {k: v for k, v in self.dead.items() if v}
+
+    def _undefined_in_hip(self, name: str) -> bool:
+        hit = self._undefined_cache.get(name)
+        if hit is None:
+            hit = self._undefined_cache[name] = self._undefined(name)
+        return hit
 
     def hip(self, name: str) -> str:
         hit = self._renamed.get(name)
@@ -268,10 +280,10 @@ class Branches:
 
     def _lookup(self, env: int) -> cond.Lookup:
         def lookup(name: str) -> cond.Value | None:
-            hip = self.hip(name)
-            project = hip in self.sites
-            if project and hip not in self.settled:
+            project = name in self.sites
+            if project and name not in self.settled:
                 return None  # the project defines it where the build may see it
+            hip = self.hip(name)
             if hip in self.given:
                 return self.given[hip]
             vals = self.table.values.get(hip) or self.table.values.get(name)
@@ -323,11 +335,10 @@ class Branches:
         return False
 
     def defined_at(self, name: str) -> tuple[str, int] | None:
-        """Where the project ``#define``s ``name`` (its HIP-side name) in a branch the build may compile, if it does."""
-        hip = self.hip(name)
-        if hip in self.settled:
+        """Where the project ``#define``s ``name`` in a branch the build may compile, if it does."""
+        if name in self.settled:
             return None
-        for k, line in self.sites.get(hip, ()):
+        for k, line in self.sites.get(name, ()):
             if not self.is_dead(k, line):
                 return k, line
         return None

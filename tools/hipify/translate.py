@@ -230,7 +230,12 @@ def _build_scanner_source(prefixes: Iterable[bytes], with_launch: bool) -> bytes
         ],
         ord('"'): [rb"(?P<str>[^\"\\\n]*(?:\\(?:\r\n|.)[^\"\\\n]*)*\"?)"],
         ord("'"): [rb"(?P<chr>[^'\\\n]*(?:\\.[^'\\\n]*)*'?)"],
-        ord("#"): [rb"(?P<inc>[ \t]*include(?:_next)?[ \t]*(?P<open>[<\"])(?P<path>[^>\"\r\n]*)[>\"])"],
+        ord("#"): [
+            rb"(?P<inc>[ \t]*include(?:_next)?[ \t]*(?P<open>[<\"])(?P<path>[^>\"\r\n]*)[>\"])",
+            # (the name after the keyword is looked at, not consumed: it may be a CUDA name to translate)
+            rb"(?P<cond>[ \t]*(?P<ck>if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b"
+            rb"(?=[ \t]*(?P<cn>[A-Za-z_][A-Za-z0-9_]*)|))",
+        ],
         ord("R"): [rb"(?P<raw>\"(?P<delim>[^()\\ \t\r\n\"]{0,16})\(.*?\)(?P=delim)\")"],
     }
     if with_launch:
@@ -557,6 +562,8 @@ class Translator:
         tcs = self.translate_comments_and_strings
         skip_until = 0  # input consumed by a downgrade rewrite (e.g. a dropped lane mask)
         cuda_edit = False  # an edit other than a compiler-identification macro's (see FileResult.cuda_changed)
+        # the conditional and macro directives: where they start (their '#'), the keyword, the name after it
+        directive_at: list[tuple[int, bytes, bytes | None]] = []
         idc = _IDC_SET
         scan_from = 0
         while scan_from >= 0:
@@ -598,6 +605,11 @@ class Translator:
                     continue
                 mstart = m.start()
                 if mstart < skip_until:
+                    continue
+                if kind == "cond":  # a conditional or #define/#undef (tools/hipify/cond.py reads them)
+                    line_start = data.rfind(b"\n", 0, mstart) + 1
+                    if not data[line_start:mstart].strip(b" \t\r\f\v"):
+                        directive_at.append((mstart, m.group("ck"), m.group("cn")))
                     continue
                 if kind in ("lc", "bc"):
                     spans.append(m.span())
@@ -661,7 +673,7 @@ class Translator:
         else:
             out.append(data[pos:])
             result = b"".join(out)
-        return self._finish(data, result, st, spans, launches, cuda_edit=cuda_edit)
+        return self._finish(data, result, st, spans, launches, cuda_edit=cuda_edit, directive_at=directive_at)
 
     def _name_occurrence(
         self, data: bytes, start: int, end: int, act: _Action, st: _FileState
@@ -860,6 +872,7 @@ class Translator:
         launches: list[tuple[int, int]],
         *,
         cuda_edit: bool = True,
+        directive_at: list[tuple[int, bytes, bytes | None]] | None = None,
     ) -> FileResult:
         findings = st.findings
         includes = st.includes
@@ -890,7 +903,7 @@ class Translator:
         fr = FileResult(out, changed, findings, includes, defines, spans, facts)
         fr.unresolved = sorted(n.decode("latin-1") for n in st.unresolved)
         fr.cuda_changed = changed and cuda_edit
-        fr.directives = cond.directives(data, spans)
+        fr.directives = cond.directives(data, spans, directive_at)
         fr.simd_used = sorted(n.decode("latin-1") for n in st.simd_used)
         fr.simd_defined = sorted(n.decode("latin-1") for n in st.simd_defined)
         return fr

@@ -277,7 +277,7 @@ class _Processed:
             "facts": [self.facts, self.insert_at, self.insert_line],
             "unresolved": self.unresolved,
             "cuda_changed": self.cuda_changed,
-            "directives": [list(d) for d in self.directives],
+            "directives": "\n".join(f"{k}\t{a}\t{b}\t{t}" for k, a, b, t in self.directives),
             "device": self.device,
             "simd": [self.simd_used, self.simd_defined],
             "guard": [self.guard, self.guard_at, self.guard_line],
@@ -1450,7 +1450,9 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
         res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
         res.unresolved = [str(n) for n in entry["unresolved"]]
         res.cuda_changed = bool(entry["cuda_changed"])
-        res.directives = [(str(d[0]), int(d[1]), int(d[2]), str(d[3])) for d in entry["directives"]]
+        res.directives = [
+            (k, int(a), int(b), t) for k, a, b, t in (d.split("\t") for d in str(entry["directives"]).split("\n") if d)
+        ]
         res.device = bool(entry["device"])
         res.simd_used, res.simd_defined = ([str(n) for n in part] for part in entry["simd"])
         res.guard, res.guard_at, res.guard_line = (int(x) for x in entry["guard"])
