@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 
 #: a macro known to be undefined
 UNDEF = "undef"
