@@ -43,7 +43,9 @@ Found = Sequence[tuple[int, bytes, "bytes | None"]]
 _Scanned = tuple[str, int, int, int, str]  # (kind, first line, last line, offset of the argument, the argument)
 
 
-def _one(data: bytes, spans: Sequence[tuple[int, int]], starts: list[int], kind: str, line: int, arg: int) -> _Scanned:
+def _one(  # noqa: PLR0917
+    data: bytes, spans: Sequence[tuple[int, int]], starts: list[int], kind: str, line: int, arg: int
+) -> _Scanned:
     """A directive whose keyword is ``kind`` and whose argument starts at ``arg``: the argument keeps its length
     (comments and literals blanked, a continuation's backslash and line end as spaces), so offsets in it are the
     file's; for a macro, its name."""
