@@ -3,6 +3,8 @@ tools/hipify/headers.py by hipify's translation and by tools port's classifier: 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tools.hipify.headers import cuda_only_header, table, table_row
@@ -57,3 +59,13 @@ def test_the_translation_reports_each_where_it_is_included(include: str) -> None
     assert positions(data, [finding.offset])[finding.offset] == (2, 15)  # the include path's line:column
     assert row.instead in finding.suggestion and "HIP 6.4" in finding.reason
     assert tr.translate(data).data.endswith(f"<{include}>\n".encode())  # left as it is
+
+
+def test_a_project_header_of_that_name_is_the_projects(tmp_path: Path) -> None:
+    from tools.hipify import HipifyOptions, hipify_tree  # noqa: PLC0415
+
+    (tmp_path / "src" / "cuda").mkdir(parents=True)
+    (tmp_path / "src" / "cuda" / "pipeline").write_text("// the project's own\n")
+    (tmp_path / "src" / "k.cu").write_text('#include "cuda/pipeline"\n#include <cuda/barrier>\n')
+    res = hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=1))
+    assert [f.name for f in res.findings if f.rule == "cuda-only-header"] == ["cuda/barrier"]

@@ -1171,6 +1171,9 @@ class _Scope:
         self.branches = scope.Branches(
             {k: p.directives for k, p in trans.items()}, envs, opts.defines, tr.hip_name, tr.undefined_in_hip
         )
+        # the includes that resolve to the project's own files (a cuda/x.cuh of its own is no CUDA-only header)
+        by_key = {s.key: p for s, p in zip(srcs, procs)}
+        self.own_includes = {k: {by_key[k].includes[i][2] for i, _t, _how in v} for k, v in resolved.items()}
         self.simd_defined = {n for p in trans.values() for n in p.simd_defined}
         self.provided = frozenset({n for p in trans.values() for n in p.simd_used} - self.simd_defined)
         self.skipped = 0
@@ -1185,6 +1188,8 @@ class _Scope:
             kind, reason, sugg, blocking = raw_kind, raw_reason, raw_sugg, raw_blocking
             if kind == "unmapped" and name in project_macros:
                 continue  # the project's own macro, not a CUDA API name
+            if rule == "cuda-only-header" and name in self.own_includes.get(key, ()):
+                continue  # the project's own header of that name
             if self.branches.is_dead(key, line) or (
                 (kind in _NAME_KINDS or rule == _ARCH_RULE)
                 and self.branches.in_condition(key, line)
