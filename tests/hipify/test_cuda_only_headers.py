@@ -69,3 +69,9 @@ def test_a_project_header_of_that_name_is_the_projects(tmp_path: Path) -> None:
     (tmp_path / "src" / "k.cu").write_text('#include "cuda/pipeline"\n#include <cuda/barrier>\n')
     res = hipify_tree([tmp_path / "src"], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=1))
     assert [f.name for f in res.findings if f.rule == "cuda-only-header"] == ["cuda/barrier"]
+
+
+def test_a_directory_row_takes_the_angled_spelling_only() -> None:
+    tr = Translator(load_database(), (6, 4))
+    data = b'#include "cuda/kern.cuh"\n#include <cuda/kern.cuh>\n#include "mma.h"\n'
+    assert [f.name for f in tr.translate(data).findings if f.rule == "cuda-only-header"] == ["cuda/kern.cuh", "mma.h"]

@@ -841,6 +841,10 @@ class Translator:
             st.facts |= insert.HAS_RUNTIME
         elif included == insert.RUNTIME_API_HEADER:
             st.facts |= insert.HAS_RUNTIME_API
+        if finding is not None and finding[0] == "hazard" and not angled:
+            row = table_row(path.decode("latin-1"))
+            if row is not None and row.header.endswith("/"):
+                finding = None  # "cuda/x.cuh": a directory of the project's more likely than CUDA's (<cuda/...>)
         if finding is not None:
             fk, reason, sugg, blocking = finding
             rule = "cuda-only-header" if fk == "hazard" else ""

@@ -1188,8 +1188,10 @@ class _Scope:
             kind, reason, sugg, blocking = raw_kind, raw_reason, raw_sugg, raw_blocking
             if kind == "unmapped" and name in project_macros:
                 continue  # the project's own macro, not a CUDA API name
-            if rule == "cuda-only-header" and name in self.own_includes.get(key, ()):
-                continue  # the project's own header of that name
+            if rule == "cuda-only-header" and (
+                name in self.own_includes.get(key, ()) or os.path.isfile(os.path.join(os.path.dirname(key), name))
+            ):
+                continue  # the project's own header of that name (given, or beside the includer)
             if self.branches.is_dead(key, line) or (
                 (kind in _NAME_KINDS or rule == _ARCH_RULE)
                 and self.branches.in_condition(key, line)
