@@ -43,7 +43,7 @@ def _run(
 TREE = {
     "k.cu": '#include "dev.h"\n__global__ void k(int* p) { int l; ' + PTX + " p[0] = l; }\n",
     "dev.h": "inline int dev_helper(int l) { " + PTX.replace("l)", "l)") + " return l; }\n",
-    "cpu/timer.cpp": '#include "timer.h"\nint t() { int a; ' + X86 + " cuStatusCount(); return a; }\n",
+    "cpu/timer.cpp": '#include "timer.h"\nint t() { int a; ' + X86 + " texture<float> t; return a; }\n",
     "cpu/timer.h": "static inline int cycles() { int a; " + X86 + " return a; }\n",
 }
 
@@ -54,7 +54,7 @@ def test_cpu_files_get_one_note_each(tmp_path: Path, write: Write) -> None:
     # x86 assembly and a CUDA-looking name in CPU code: one note per file, nothing blocks
     assert found["timer.cpp"] == ["2:outside-cuda:-"] and found["timer.h"] == ["1:outside-cuda:-"]
     note = next(f for f in res.findings if f.file.name == "timer.cpp")
-    assert "2 findings (1 inline-asm, 1 unmapped" in note.reason and not note.in_cuda_unit
+    assert "2 findings (1 inline-asm, 1 texture-reference" in note.reason and not note.in_cuda_unit
     roles = {p.name: r for p, r in res.roles.items()}
     assert roles == {"k.cu": "cuda-unit", "dev.h": "cuda-header", "timer.cpp": "other", "timer.h": "other"}
     report = res.to_json()
@@ -62,9 +62,28 @@ def test_cpu_files_get_one_note_each(tmp_path: Path, write: Write) -> None:
     assert all(f["in_cuda_unit"] for f in report["findings"] if f["blocking"])
 
 
+def test_cuda_host_code_keeps_its_cuda_names_blocking(tmp_path: Path, write: Write) -> None:
+    """A .cpp that includes a CUDA header (here through its own header) is compiled against CUDA: its CUDA names
+    block, its assembly is the CPU's (one note)."""
+    files = {
+        "conv.cpp": '#include "conv.h"\nint f() { int a; ' + X86 + " cudnnFrontendThing(); return a; }\n",
+        "conv.h": "#include <cudnn.h>\nvoid g(cudnnHandle_t h);\n",
+        "plain.cpp": "int p() { int a; " + X86 + " return a; }\n",
+        "fe.cpp": "void q() { cudnnStatus_t s = cudnnFrontendCall(); }\n",  # CUDA's API by name: host code too
+    }
+    found, res = _run(tmp_path, write, files)
+    assert sorted(found["conv.cpp"]) == ["2:outside-cuda:-", "2:unmapped:B"]
+    assert found["fe.cpp"] == ["1:unmapped:B", "1:unmapped:B"]
+    roles = {p.name: r for p, r in res.roles.items()}
+    assert roles == {"conv.cpp": "cuda-host", "conv.h": "cuda-host", "plain.cpp": "other", "fe.cpp": "cuda-host"}
+    note = next(f for f in res.findings if f.rule == "outside-cuda" and f.file.name == "conv.cpp")
+    assert "CUDA host code" in note.reason and note.in_cuda_unit
+    assert found["plain.cpp"] == ["1:outside-cuda:-"]
+
+
 def test_cuda_units_are_what_the_build_says(tmp_path: Path, write: Write) -> None:
     found, _res = _run(tmp_path, write, TREE, cuda_units=(".cu", ".cpp"))
-    assert found["timer.cpp"] == ["2:inline-asm:B", "2:unmapped:B"]  # compiled as HIP: its findings block
+    assert found["timer.cpp"] == ["2:inline-asm:B", "2:texture-reference:B"]  # compiled as HIP: its findings block
     assert found["timer.h"] == ["1:inline-asm:B"]
 
 

@@ -28,6 +28,7 @@ DEFINES_SYNC = 32  # #defines the warp-sync macro itself
 CRLF = 64  # its lines end with CRLF
 SEEN_INCLUDE = 128  # (while translating) an #include directive was met
 RUNTIME_FIRST = 256  # its first #include is hip/hip_runtime.h (as nvcc's implicit one comes first)
+INCLUDES_CUDA = 512  # includes a CUDA header (one the database maps or knows, or a CUDA-only one): CUDA host code
 
 #: the files nvcc compiles with cuda_runtime.h included implicitly: .cu, and the headers (which .cu files include);
 #: a .c/.cpp/.cc file is compiled by the host compiler in a CUDA build and includes what it uses itself

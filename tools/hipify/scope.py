@@ -3,9 +3,12 @@
 - **Roles** (``roles``). A *CUDA unit* is a file the build compiles as CUDA: ``.cu`` by default (the build backend,
   which compiles every source of csrc/ as HIP, passes its suffixes; ``--cuda-units``). A *CUDA header* is a file a
   CUDA unit includes (transitively, through the includes the tree pass resolves), a ``.cuh``, or a header with
-  device code (``__global__``/``__device__``): only a CUDA compiler can compile it. Everything else is *other*
-  (CPU code: ``.c``/``.cpp`` units and the headers only they include). Blocking findings count in CUDA units and
-  headers; in other files they are summarised, one note per file (tools/hipify/tree.py).
+  device code (``__global__``/``__device__``): only a CUDA compiler can compile it. *CUDA host code* is a file that
+  uses CUDA without being compiled as CUDA: it includes a CUDA header (the runtime, a CUDA library such as cuDNN or
+  cuBLAS: a header the mapping database knows, or a CUDA-only one), the translation changes CUDA names in it, or it
+  has CUDA-name findings; and a C/C++ unit that includes such a file, with what it includes. The host compiler
+  compiles it against CUDA, so CUDA names block there, but its assembly is the CPU's. Everything else is *other*
+  (CPU code), where what would block is summarised, one note per file (tools/hipify/tree.py).
 - **Environments** (``environments``). The compiles a file is part of: HIP-Clang's device and host passes (files a
   CUDA unit reaches), a host C/C++ compiler (files a CPU unit reaches), all three for a file nothing includes.
 - **Dead branches** (``dead_regions``). A branch is dead when its condition is decided false in every environment
@@ -36,8 +39,11 @@ ENV_NAMES = ("HIP device pass", "HIP host pass", "host compiler")
 
 CUDA_UNIT = "cuda-unit"
 CUDA_HEADER = "cuda-header"
+CUDA_HOST = "cuda-host"
 OTHER = "other"
-ROLES = (CUDA_UNIT, CUDA_HEADER, OTHER)
+ROLES = (CUDA_UNIT, CUDA_HEADER, CUDA_HOST, OTHER)
+#: the roles of CUDA code: compiled as CUDA, or against CUDA's headers (``in_cuda_unit`` in the report)
+CUDA_ROLES = frozenset({CUDA_UNIT, CUDA_HEADER, CUDA_HOST})
 DEFAULT_CUDA_UNITS = (".cu",)
 
 #: header suffixes (a header is never a unit)
@@ -140,9 +146,10 @@ def roles(
     links: Mapping[str, Sequence[str]],
     device: Iterable[str],
     cuda_units: Sequence[str] = DEFAULT_CUDA_UNITS,
+    uses_cuda: Iterable[str] = (),
 ) -> dict[str, str]:
     """Each file's role (see the module doc): ``links`` are the project includes the tree pass resolved,
-    ``device`` the files with device code."""
+    ``device`` the files with device code, ``uses_cuda`` those that include a CUDA header or use CUDA's API."""
     unit_suffixes = {s.lower() for s in cuda_units}
     out = {k: OTHER for k in keys}
     devices = set(device)
@@ -159,7 +166,30 @@ def roles(
             if out.get(nxt) == OTHER:
                 out[nxt] = CUDA_HEADER
                 todo.append(nxt)
+    # host code of the CUDA build: a C/C++ unit that uses CUDA (itself or through its project headers), what it
+    # includes, and any other file that uses CUDA
+    users = set(uses_cuda)
+    for unit in [k for k, r in out.items() if r == OTHER and _suffix(k) in UNIT_SUFFIXES]:
+        reach = _closure([unit], links)
+        if reach & users:
+            for k in reach:
+                if out.get(k) == OTHER:
+                    out[k] = CUDA_HOST
+    for k in users:
+        if out.get(k) == OTHER:
+            out[k] = CUDA_HOST
     return out
+
+
+def _closure(starts: Iterable[str], links: Mapping[str, Sequence[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(starts)
+    while stack:
+        k = stack.pop()
+        if k not in seen:
+            seen.add(k)
+            stack += links.get(k, ())
+    return seen
 
 
 def environments(
@@ -169,20 +199,9 @@ def environments(
     host compiler for files a CPU unit reaches, all of them for a header nothing includes (and what it includes)."""
     keys = list(keys)
     included = {t for k in keys for t in links.get(k, ())}
-
-    def closure(starts: Iterable[str]) -> set[str]:
-        seen: set[str] = set()
-        stack = list(starts)
-        while stack:
-            k = stack.pop()
-            if k not in seen:
-                seen.add(k)
-                stack += links.get(k, ())
-        return seen
-
-    hip = {k for k in keys if role.get(k, OTHER) != OTHER}
-    cpu = closure(k for k in keys if role.get(k, OTHER) == OTHER and _suffix(k) in UNIT_SUFFIXES)
-    orphans = closure(k for k in keys if k not in included and _suffix(k) not in UNIT_SUFFIXES)
+    hip = {k for k in keys if role.get(k, OTHER) in (CUDA_UNIT, CUDA_HEADER)}
+    cpu = _closure((k for k in keys if k not in hip and _suffix(k) in UNIT_SUFFIXES), links)
+    orphans = _closure((k for k in keys if k not in included and _suffix(k) not in UNIT_SUFFIXES), links)
     out: dict[str, tuple[int, ...]] = {}
     for k in keys:
         envs: list[int] = []

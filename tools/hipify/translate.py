@@ -841,6 +841,8 @@ class Translator:
             st.facts |= insert.HAS_RUNTIME
         elif included == insert.RUNTIME_API_HEADER:
             st.facts |= insert.HAS_RUNTIME_API
+        if repl is not None or finding is not None or self.db.header(path.decode("latin-1")) is not None:
+            st.facts |= insert.INCLUDES_CUDA
         if finding is not None and finding[0] == "hazard" and not angled:
             row = table_row(path.decode("latin-1"))
             if row is not None and row.header.endswith("/"):

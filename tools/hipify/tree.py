@@ -1166,7 +1166,13 @@ class _Scope:
         keys = [s.key for s in srcs]
         trans = {s.key: p for s, p in zip(srcs, procs) if p.mode == "translate"}
         links = {k: [t.key for _i, t, _how in v] for k, v in resolved.items()}
-        self.role = scope.roles(keys, links, [k for k, p in trans.items() if p.device], opts.cuda_units)
+        self.role = scope.roles(
+            keys,
+            links,
+            [k for k, p in trans.items() if p.device],
+            opts.cuda_units,
+            [k for k, p in trans.items() if p.facts & insert.INCLUDES_CUDA or p.cuda_changed or _uses_cuda_names(p)],
+        )
         envs = scope.environments(keys, links, self.role)
         self.branches = scope.Branches(
             {k: p.directives for k, p in trans.items()}, envs, opts.defines, tr.hip_name, tr.undefined_in_hip
@@ -1181,7 +1187,8 @@ class _Scope:
     def findings(self, path: Path, key: str, p: _Processed, project_macros: set[str]) -> list[Finding]:
         """The findings of one file as reported: none in dead branches; a SIMD intrinsic the compat header provides
         is a note; outside CUDA units and their headers, what would block is one note."""
-        in_cuda = self.role.get(key, scope.OTHER) != scope.OTHER
+        role = self.role.get(key, scope.OTHER)
+        in_cuda = role in scope.CUDA_ROLES
         out: list[Finding] = []
         held: list[Finding] = []
         for line, col, name, raw_kind, raw_reason, raw_sugg, raw_blocking, rule in p.findings:
@@ -1229,34 +1236,51 @@ class _Scope:
                 rule=rule,
                 in_cuda_unit=in_cuda,
             )
-            (held if blocking and not in_cuda and kind != "error" else out).append(f)
+            # in CPU code nothing but an error blocks; in CUDA host code, assembly is the CPU's
+            summarised = (not in_cuda and kind != "error") or (role == scope.CUDA_HOST and rule == "inline-asm")
+            (held if blocking and summarised else out).append(f)
         if held:
-            out.append(_outside_cuda(path, held))
+            out.append(_outside_cuda(path, held, role == scope.CUDA_HOST))
         return out
 
 
-def _outside_cuda(path: Path, held: Sequence[Finding]) -> Finding:
-    """One note for the findings that would block in CUDA code, in a file the build does not compile as CUDA."""
+def _uses_cuda_names(p: _Processed) -> bool:
+    """Whether the translation found CUDA names in the file that it could not translate (unsupported, version,
+    unmapped): evidence of CUDA host code, like an include of a CUDA header."""
+    return any(f[3] in _NAME_KINDS for f in p.findings)
+
+
+def _outside_cuda(path: Path, held: Sequence[Finding], host: bool = False) -> Finding:
+    """One note for the findings that would block in CUDA code, in a file the build does not compile as CUDA (or,
+    ``host``, the inline assembly of CUDA host code: the CPU's)."""
     by_what: dict[str, int] = {}
     for f in held:
         what = f.rule or f.kind
         by_what[what] = by_what.get(what, 0) + 1
     counts = ", ".join(f"{n} {what}" for what, n in sorted(by_what.items()))
     shown = ", ".join(f"{f.line}:{f.name}" for f in held[:10]) + (", ..." if len(held) > 10 else "")
+    if host:
+        where = (
+            "in CUDA host code (a C/C++ file compiled against CUDA's headers by the host compiler): its assembly is "
+            "the CPU's, not PTX"
+        )
+    else:
+        where = (
+            "in a file that no CUDA unit includes, with no device code and no CUDA header: the build compiles it with "
+            "a host compiler, so CUDA's assembly and names do not block here"
+        )
     return Finding(
         path,
         held[0].line,
         held[0].column,
         path.name,
         kind="note",
-        reason=f"{len(held)} finding{'s' if len(held) > 1 else ''} ({counts}; {shown}) in a file that no CUDA unit "
-        "includes and that has no device code: the build compiles it with a host compiler, so CUDA's assembly and "
-        "names do not block here",
+        reason=f"{len(held)} finding{'s' if len(held) > 1 else ''} ({counts}; {shown}) {where}",
         suggestion="if the build compiles this file as CUDA/HIP, give its suffix with --cuda-units (the build "
         "backend does) or include it from a .cu unit",
         blocking=False,
         rule="outside-cuda",
-        in_cuda_unit=False,
+        in_cuda_unit=host,
     )
 
 
