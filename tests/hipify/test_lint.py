@@ -90,5 +90,28 @@ def test_warp_rules_need_device_code(tr52: Translator) -> None:
 
 
 def test_inline_asm_variants(tr52: Translator) -> None:
-    src = '__device__ void f() {\n  __asm__ __volatile__("nop");\n  asm("nop");\n  int plasma(1);\n}\n'
+    src = '__device__ void f() {\n  __asm__ __volatile__("exit;");\n  asm("mov.u32 %0, 1;");\n  int plasma(1);\n}\n'
     assert {(r, line) for r, line, _c in _hazards(tr52, src)} == {("inline-asm", 2), ("inline-asm", 3)}
+
+
+@pytest.mark.parametrize(
+    ("template", "ptx"),
+    [
+        ('"mov.u32 %0, %%laneid;"', True),
+        ('"bfind.u32 %0, %1;"', True),
+        ('"{\\n\\t.reg .pred p;\\n\\t}"', True),
+        ('"vabsdiff4.u32.u32.u32.add" " %0, %1;"', True),
+        ('"mov.u64 %0, %globaltimer;"', True),
+        ('"trap;"', True),
+        ("PTX_IN_A_MACRO", True),  # not a literal: may be anything
+        ('"cpuid"', False),  # x86
+        ('"fldcw %0"', False),
+        ('"mtfsf 255, %0"', False),  # PowerPC
+        ('"sethi %hi(mode), %o1"', False),  # SPARC
+        ('"v_dot2_f32_f16 %0, %1, %2, %0"', False),  # AMD GPU assembly (a HIP branch's)
+        ('"" ::: "memory"', False),  # a compiler barrier
+    ],
+)
+def test_only_ptx_is_inline_ptx(tr52: Translator, template: str, ptx: bool) -> None:
+    src = "__device__ void f(float a) {\n  asm volatile(" + template + ");\n}\n"
+    assert (("inline-asm", 2, 3) in _hazards(tr52, src)) == ptx

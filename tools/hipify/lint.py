@@ -12,7 +12,8 @@ lane-math             ``& 31``, ``% 32``, ``>> 5`` on thread/lane indices (assum
 warp-reduce-16        a shuffle reduction loop starting at offset 16 (covers only 32 lanes)
 lane-mask-32          (the translator's, tools/hipify/masks.py) a partial or run-time 32-bit ``*_sync`` lane mask
 ballot-32             ``__ballot``/``__activemask`` results kept in 32 bits or passed to ``__popc``/``__ffs``
-inline-asm            inline PTX ``asm(...)`` (no translation exists; AMD GPU assembly and empty templates are not PTX)
+inline-asm            inline PTX ``asm(...)`` (no translation exists; AMD GPU and CPU assembly and empty templates are
+                      not PTX)
 cuda-arch-compare     every comparison of ``__CUDA_ARCH__`` (with a number or a macro; in ``#if``/``#elif`` and in
                       code), named as written, with the branch HIP takes (``__HIP_DEVICE_COMPILE__`` is 1 in device
                       code)
@@ -230,16 +231,30 @@ def _candidates(code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
     return b"hipify:" in code, device_file, out
 
 
-# An AMD GPU instruction (AMDGCN: vector, scalar, LDS, buffer, global, flat memory, ...) at the start of an asm
-# template: code already written for AMD (a HIP branch of the CUDA source), not PTX.
-_AMDGCN = rb'\s*"(?:\s|\\[ntr]|\\\r?\n)*(?:v_|s_|ds_|buffer_|tbuffer_|global_|flat_|scratch_|image_)'
-_EMPTY_TEMPLATE = rb'\s*""\s*[:)]'
+# What a PTX template starts with: an instruction with a type or state suffix (mov.u32, ld.global, cp.async,
+# bfind.u32), a directive (.reg), or one of the few PTX instructions without one; or it reads a PTX special register.
+# AMD GPU assembly (v_, s_, ds_, buffer_, global_, flat_ ...: a HIP branch's) and CPU assembly (cpuid, fldcw,
+# mtfsf, sethi: x86, PowerPC, SPARC, Alpha) are not PTX; nor is an empty template (a compiler barrier).
+_TEMPLATE_HEAD = rb'\s*"((?:[^"\\]|\\.)*)"'
+_FIRST_TOKEN = r"(?:\s|\\[ntr]|[{;])*([.A-Za-z_][\w.]*)"
+_PTX_WITHOUT_SUFFIX = frozenset({"trap", "exit", "brkpt", "ret", "pmevent", "membar"})
+_PTX_REGISTERS = ("%%laneid", "%%lanemask", "%%warpid", "%%smid", "%%clock", "%%globaltimer", "%%tid", "%%ctaid")
 
 
 def _ptx_template(code: bytes, end: int) -> bool:
-    """Whether the asm statement whose ``(`` ends at ``end`` may hold PTX: not an empty template (a compiler
-    barrier, ``asm volatile("" ::: "memory")``, valid everywhere) and not an AMD GPU instruction."""
-    return re.match(_EMPTY_TEMPLATE, code[end : end + 64]) is None and re.match(_AMDGCN, code[end : end + 64]) is None
+    """Whether the asm statement whose ``(`` ends at ``end`` holds PTX (or may: a template that is not a string
+    literal, a macro say, is taken to)."""
+    m = re.match(_TEMPLATE_HEAD, code[end : end + 4096], re.S)
+    if m is None:
+        return True
+    text = m.group(1).decode("latin-1")
+    if any(r in text for r in _PTX_REGISTERS):
+        return True
+    first = re.match(_FIRST_TOKEN, text)
+    if first is None:
+        return False  # an empty template: asm volatile("" ::: "memory")
+    token = first.group(1)
+    return "." in token or token in _PTX_WITHOUT_SUFFIX
 
 
 def lint_bytes(data: bytes, spans: list[tuple[int, int]]) -> list[RawFinding]:

@@ -397,7 +397,10 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
         version = rocm.toolchain.version
     out_root = work / "hip"
     result = hipify_tree(
-        staged.roots, out_root, HipifyOptions(hip_version=version, mapping_overrides=request.mappings, jobs=1)
+        staged.roots,
+        out_root,
+        # the files port compiles are compiled as HIP: its units count as CUDA units (tools/hipify/scope.py)
+        HipifyOptions(hip_version=version, mapping_overrides=request.mappings, jobs=1, cuda_units=COMPILE_SUFFIXES),
     )
     done += 1
     findings = [
