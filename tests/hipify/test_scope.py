@@ -314,3 +314,17 @@ def test_report_schema(tmp_path: Path, write: Write) -> None:
     _found, res = _run(tmp_path, write, TREE, defines=(("A", "1"), ("B", None)))
     schema = json.loads((REPO / "tools" / "hipify" / "data" / "report.schema.json").read_text())
     jsonschema.validate(res.to_json(), schema)
+
+
+def test_a_rename_never_takes_another_files_name(tmp_path: Path, write: Write) -> None:
+    """ggml's vendors/cuda.h (CUDA content: renamed) beside its hand-written vendors/hip.h: cuda_hip.h, no collision."""
+    files = {
+        "vendors/cuda.h": "#include <cuda_runtime.h>\n",
+        "vendors/hip.h": "#pragma once\nint hand_port;\n",
+        "common.cuh": '#ifdef USE_HIP\n#include "vendors/hip.h"\n#else\n#include "vendors/cuda.h"\n#endif\n',
+    }
+    _found, res = _run(tmp_path, write, files)
+    names = {src.name: dst.relative_to(tmp_path / "out").as_posix() for src, dst in res.outputs.items()}
+    assert names == {"cuda.h": "vendors/cuda_hip.h", "hip.h": "vendors/hip.h", "common.cuh": "common_hip.cuh"}
+    assert not [f for f in res.findings if f.rule == "output-collision"]
+    assert b'#include "vendors/cuda_hip.h"' in (tmp_path / "out" / "common_hip.cuh").read_bytes()

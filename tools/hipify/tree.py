@@ -114,8 +114,10 @@ def is_system_header(spelling: str) -> bool:
     return spelling in SYSTEM_HEADERS or spelling.startswith(_SYSTEM_PREFIXES)
 
 
-def _output_rel(rel: str, changed: bool, naming: str) -> str:
-    """``output_relpath`` on a ``/``-separated string (the tree pass calls it for every file)."""
+def _output_rel(rel: str, changed: bool, naming: str, taken: frozenset[str] | set[str] = frozenset()) -> str:
+    """``output_relpath`` on a ``/``-separated string (the tree pass calls it for every file). ``taken``: the
+    paths (directories renamed) of the tree's files: ``cuda`` -> ``hip`` in a file's name never gives another
+    file's name (ggml's ``vendors/cuda.h`` beside its hand-written ``vendors/hip.h``): ``_hip`` is appended then."""
     parent, _, name = rel.rpartition("/")
     dot = name.rfind(".")
     # PurePosixPath's stem/suffix: a leading dot starts no suffix, nor does a trailing one
@@ -131,6 +133,8 @@ def _output_rel(rel: str, changed: bool, naming: str) -> str:
     if changed:
         new_stem = _swap_cuda(stem)
         if new_parent == parent and new_stem + new_suffix == name:
+            new_stem = stem + "_hip"
+        elif new_stem != stem and taken and f"{new_parent}/{new_stem}{new_suffix}".lstrip("/") in taken:
             new_stem = stem + "_hip"
     return f"{new_parent}/{new_stem}{new_suffix}" if new_parent else new_stem + new_suffix
 
@@ -836,13 +840,15 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         # renamed a compiler-identification macro (__CUDACC__ -> __HIPCC__); its bytes are translated all the same.
         changed = {s.key: p.mode == "translate" and p.cuda_changed for s, p in zip(srcs, procs)}
         out_cache: dict[tuple[str, bool], tuple[Path, str, str]] = {}
+        # the tree's files under their directories' new names (a renamed file never takes another's name)
+        taken_names = {_output_rel(s.rel, False, opts.naming) for s in srcs}
 
         def out_info(src: _Source) -> tuple[Path, str, str]:
             """(output path, as a string, its directory)"""
             k = (src.key, changed[src.key])
             hit = out_cache.get(k)
             if hit is None:
-                text = f"{out_root}/{_output_rel(src.rel, k[1], opts.naming)}"
+                text = f"{out_root}/{_output_rel(src.rel, k[1], opts.naming, taken_names)}"
                 hit = (Path(text), text, os.path.dirname(text))
                 out_cache[k] = hit
             return hit
