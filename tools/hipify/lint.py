@@ -236,7 +236,7 @@ def _candidates(code: bytes) -> tuple[bool, bool, list[tuple[int, int, int]]]:
 # AMD GPU assembly (v_, s_, ds_, buffer_, global_, flat_ ...: a HIP branch's) and CPU assembly (cpuid, fldcw,
 # mtfsf, sethi: x86, PowerPC, SPARC, Alpha) are not PTX; nor is an empty template (a compiler barrier).
 _TEMPLATE_HEAD = rb'\s*"((?:[^"\\]|\\.)*)"'
-_FIRST_TOKEN = r"(?:\s|\\[ntr]|[{;])*([.A-Za-z_][\w.]*)"
+_FIRST_INSTRUCTION = r"(?:\s|\\[ntr]|[{;])*([.A-Za-z_][\w.]*)"
 _PTX_WITHOUT_SUFFIX = frozenset({"trap", "exit", "brkpt", "ret", "pmevent", "membar"})
 _PTX_REGISTERS = ("%%laneid", "%%lanemask", "%%warpid", "%%smid", "%%clock", "%%globaltimer", "%%tid", "%%ctaid")
 
@@ -250,7 +250,7 @@ def _ptx_template(code: bytes, end: int) -> bool:
     text = m.group(1).decode("latin-1")
     if any(r in text for r in _PTX_REGISTERS):
         return True
-    first = re.match(_FIRST_TOKEN, text)
+    first = re.match(_FIRST_INSTRUCTION, text)
     if first is None:
         return False  # an empty template: asm volatile("" ::: "memory")
     token = first.group(1)
