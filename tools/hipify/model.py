@@ -5,7 +5,7 @@ Plain classes (no ``dataclasses``/``typing`` import) so that ``import tools.hipi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 LAUNCH_STYLES = ("keep", "hipLaunchKernelGGL")
@@ -162,6 +162,7 @@ class HipifyResult:
         "engine",
         "findings",
         "hip_version",
+        "includes",
         "outputs",
         "removed",
         "seconds",
@@ -184,6 +185,7 @@ class HipifyResult:
         engine: str = "builtin",
         seconds: float = 0.0,
         target: Mapping[str, object] | None = None,
+        includes: Mapping[Path, Sequence[Path]] | None = None,
     ) -> None:
         self.outputs: dict[Path, Path] = dict(outputs)
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
@@ -196,11 +198,17 @@ class HipifyResult:
         self.engine = engine
         self.seconds = seconds
         self.target = dict(target or {})  # what the target version changes (tools/hipify/targets.py)
+        # the project files each source includes, as the tree pass resolved its #include lines (sources only)
+        self.includes: dict[Path, list[Path]] = {k: list(v) for k, v in (includes or {}).items()}
 
     @property
     def blocking(self) -> int:
         """Number of blocking findings: anything unportable that remains (what ``--strict`` fails on)."""
         return sum(1 for f in self.findings if f.blocking)
+
+    def reached(self, starts: Iterable[Path]) -> set[Path]:
+        """``starts`` and every project file they include, transitively (the files a translation unit reads)."""
+        return included_closure(self.includes, starts)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in KINDS}
@@ -230,5 +238,19 @@ class HipifyResult:
             "counts": self.counts(),
             "blocking": self.blocking,
             "findings": [f.to_json() for f in self.findings],
+            "includes": {str(k): [str(t) for t in v] for k, v in sorted(self.includes.items())},
             "seconds": round(self.seconds, 4),
         }
+
+
+def included_closure(includes: Mapping[Path, Sequence[Path]], starts: Iterable[Path]) -> set[Path]:
+    """``starts`` and every file reachable from them through ``includes`` (a file -> the files its #include lines
+    resolve to: ``HipifyResult.includes``, or the ``includes`` of a hipify report)."""
+    seen = set(starts)
+    todo = list(seen)
+    while todo:
+        for target in includes.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen

@@ -1055,6 +1055,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         engine=opts.engine,
         seconds=time.perf_counter() - started,
         target=tr.target.describe(),
+        includes={by_key[k][0].path: list(dict.fromkeys(t.path for _i, t, _h in v)) for k, v in resolved.items()},
     )
 
 
