@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
-from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree
+from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree, included_closure, output_relpath
 from tools.port.classify import CLASSES, Cause, Classifier, Project
 from tools.port.linemap import LineMap
 from tools.port.sources import COMPILE_SUFFIXES, Staged, resolve_includes, stage
@@ -129,7 +129,7 @@ class FileDiff:
 @dataclass(frozen=True)
 class PortRequest:
     files: Sequence[Path]  # the sources to port (all of csrc/ for `check`)
-    include_dirs: Sequence[Path]  # the project's include directories (csrc/)
+    include_dirs: Sequence[Path]  # -I directories, in order: the user's (-I DIR), then the project's csrc/
     sides: Sequence[Side]
     hip_version: tuple[int, int] | None = None  # None: the ROCm side's version, else what hipify detects
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -149,6 +149,7 @@ class PortResult:
     diffs: list[FileDiff]
     outputs: dict[Path, Path]  # CUDA source -> hipified output
     seconds: float = 0.0
+    includes: dict[Path, list[Path]] = field(default_factory=dict)  # CUDA source -> the project files it includes
 
     @property
     def hip_version(self) -> tuple[int, int] | None:
@@ -157,6 +158,13 @@ class PortResult:
     @property
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if f.blocking]
+
+    @property
+    def included(self) -> set[Path]:
+        """The files the translation units read: the units and every project header they include (transitively,
+        as hipify resolved the includes); the given files when none of them is a unit."""
+        starts = self.units or [Path(os.path.abspath(f)) for f in self.request.files]
+        return included_closure(self.includes, starts)
 
     def problems(self, strict: bool) -> list[str]:
         """Why the port fails (empty: it passes). Skipped sides count only under ``strict``."""
@@ -358,6 +366,18 @@ def _diff(original: Path, staged_src: Path, output: Path, out_root: Path) -> Fil
     return FileDiff(original, output, text)
 
 
+def hipified_dir(directory: Path, staged: Staged, out_root: Path) -> Path | None:
+    """Where hipify's tree pass put ``directory`` (an original directory) under ``out_root``: every source root is
+    mirrored into it, directories renamed by hipify's naming rules (output_relpath)."""
+    place = staged.within_root(directory)
+    if place is None:
+        return None
+    _root, rel = place
+    if rel == PurePosixPath("."):
+        return out_root
+    return out_root / output_relpath(rel / "x", changed=False).parent
+
+
 def run_port(request: PortRequest, progress: Progress | None = None) -> PortResult:
     """Port ``request.files``: see the module docstring. Raises ToolError for a user's mistake."""
     started = time.perf_counter()
@@ -418,6 +438,9 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
     outputs = {staged.original(s): o for s, o in result.outputs.items()}
     diffs = [_diff(staged.original(s), s, o, out_root) for s, o in sorted(result.outputs.items())]
     mapper = OutputMapper(result.outputs, staged)
+    # The -I directories as the ROCm side sees them: where hipify put each (a directory's name changes as its
+    # files' do: cuda -> hip); one no staged file came from has no translation, and none is needed.
+    hipified_dirs = [d for d in dict.fromkeys(hipified_dir(d, staged, out_root) for d in include_dirs) if d is not None]
 
     jobs: list[tuple[Side, Path, Path, Path, list[Path]]] = []
     for side in active:
@@ -429,7 +452,7 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
                 out = outputs.get(unit)
                 if out is None:  # hipify could not read it: reported as a blocking finding
                     continue
-                jobs.append((side, unit, out, obj, [out.parent, out_root]))
+                jobs.append((side, unit, out, obj, [out.parent, *hipified_dirs, out_root]))
     side_results = {name: SideResult(s) for name, s in sides.items()}
     if jobs:
         labels = " and ".join(dict.fromkeys(SIDE_LABEL[j[0].name] for j in jobs))
@@ -471,4 +494,5 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
         diffs=diffs,
         outputs=outputs,
         seconds=time.perf_counter() - started,
+        includes={staged.original(k): [staged.original(t) for t in v] for k, v in result.includes.items()},
     )

@@ -46,6 +46,22 @@ class Side:
         version = f" {tc.version_text}" if tc.version_text else ""
         return f"{self.label}{version} ({what} {tc.compiler}; archs {', '.join(display_archs(self))})"
 
+    def libraries_line(self) -> str:
+        """The ROCm libraries detection found (hipCUB, hipBLAS, ...) with their include directories, and RCCL's."""
+        tc = self.toolchain
+        if tc is None or self.name != "rocm":
+            return ""
+        by_dir: dict[Path, list[str]] = {}
+        for name, include in tc.libraries:
+            by_dir.setdefault(include, []).append(name)
+        if tc.collective_include is not None:
+            by_dir.setdefault(tc.collective_include, []).append("RCCL")
+        if not tc.libraries:
+            where = tc.root / "include" if tc.root is not None else "the ROCm root"
+            rccl = f"; RCCL ({tc.collective_include})" if tc.collective_include is not None else ""
+            return f"libraries: none of hipCUB, rocThrust, hipBLAS, ... in {where}{rccl}"
+        return "libraries: " + "; ".join(f"{', '.join(names)} ({d})" for d, names in by_dir.items())
+
 
 def display_archs(side: Side) -> list[str]:
     return [f"sm_{a}" if side.name == "cuda" else a for a in side.archs]
@@ -71,6 +87,12 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
     tc = side.toolchain
     assert tc is not None and tc.compiler is not None
     includes = [f"-I{d}" for d in (*include_dirs, *([tc.collective_include] if tc.collective_include else []))]
+    # The ROCm libraries' headers where detection found them; <root>/include is searched already (HIP-Clang adds
+    # it for --rocm-path, and /usr/include is the system's: passing it again would break #include_next).
+    if side.name == "rocm" and tc.root is not None:
+        searched = {tc.root / "include", Path("/usr/include"), Path("/usr/local/include")}
+        extra = dict.fromkeys(d for _name, d in tc.libraries if d not in searched)
+        includes += [f"-isystem{d}" for d in extra]
     define = f'-D{COLLECTIVE_SONAME_MACRO}="{tc.collective_soname}"'
     if side.name == "cuda":
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in tc.archs]
