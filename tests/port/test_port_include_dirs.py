@@ -13,9 +13,10 @@ from _port_support import DATA, Runner
 from _roots import require_root, run_in_root
 from _support import ROOT, tree_digest
 
+from buildcore.toolchain import Toolchain
 from tools.port.engine import PortRequest, hipified_dir, run_port
 from tools.port.sources import resolve_includes, stage
-from tools.port.toolkits import Side
+from tools.port.toolkits import Side, compile_command
 
 ELSEWHERE = DATA / "elsewhere"
 APP = ELSEWHERE / "app"
@@ -215,3 +216,21 @@ def test_add_refuses_a_kernel_whose_headers_need_an_include_dir(
     header = LIB / "mylib" / "detail" / "lanes.cuh"
     assert f"lanes.cu includes {header}, outside its directory and outside csrc/" in proc.stderr
     assert list((project / "csrc").iterdir()) == []
+
+
+def test_library_dirs_the_compiler_does_not_search_are_passed() -> None:
+    root = Path("/opt/rocm")
+    tc = Toolchain(
+        platform="rocm",
+        root=root,
+        compiler=root / "lib" / "llvm" / "bin" / "clang++",
+        archs=("gfx942",),
+        libraries=(("hipCUB", root / "include"), ("hipBLAS", root / "hipblas" / "include")),
+    )
+    side = Side("rocm", tc)
+    cmd = compile_command(side, Path("k.hip"), Path("k.o"), [Path("/w/hip")])
+    assert "-isystem/opt/rocm/hipblas/include" in cmd  # AMD's per-library layout: not searched by itself
+    assert not any(a.startswith("-isystem") and a.endswith("/opt/rocm/include") for a in cmd)  # --rocm-path's
+    assert side.libraries_line() == "libraries: hipCUB (/opt/rocm/include); hipBLAS (/opt/rocm/hipblas/include)"
+    bare = Side("rocm", Toolchain(platform="rocm", root=root, compiler=tc.compiler, archs=("gfx942",)))
+    assert bare.libraries_line() == "libraries: none of hipCUB, rocThrust, hipBLAS, ... in /opt/rocm/include"
