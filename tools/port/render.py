@@ -161,7 +161,7 @@ def format_side(side: SideResult, style: Style, *, verbose: bool = True) -> list
         rest = len(unit.diagnostics) - len(shown_diags)
         if rest > 0 and verbose:
             lines.append(f"    ... {rest} more (see --report)")
-        elif rest > 0:
+        elif rest > 0 and not unit.ok:  # (an ok unit's warnings are counted on its line)
             left = [_count(len(errors) - len(shown_diags), "error")] if len(errors) > len(shown_diags) else []
             left += [_count(warnings, "warning")] if warnings else []
             lines.append(f"    ... {' and '.join(left)} more (--verbose or --report shows them)")
