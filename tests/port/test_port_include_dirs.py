@@ -16,7 +16,7 @@ from _support import ROOT, tree_digest
 from buildcore.toolchain import Toolchain
 from tools.port.engine import PortRequest, hipified_dir, run_port
 from tools.port.sources import resolve_includes, stage
-from tools.port.toolkits import Side, compile_command
+from tools.port.toolkits import Side, compile_command, read_depfile
 
 ELSEWHERE = DATA / "elsewhere"
 APP = ELSEWHERE / "app"
@@ -32,6 +32,7 @@ def test_angled_and_quoted_includes_are_found_through_the_include_dirs() -> None
         LIB / "mylib" / "block_sum.cuh",  # <mylib/block_sum.cuh>: only through -I
         APP / "launch.h",  # "launch.h": beside its includer
         LIB / "mylib" / "detail" / "lanes.cuh",  # "detail/lanes.cuh": beside block_sum.cuh
+        LIB / "mylib" / "detail" / "other_backend.cuh",  # (every #include line: also one in a dead #if)
     ]
     # <cstdio>, <cuda_runtime.h>, <cub/cub.cuh> are the system's and the toolkits': never the project's
     assert resolve_includes([APP / "reduce.cu"], [ROOT / "csrc"]) == [APP / "reduce.cu", APP / "launch.h"]
@@ -71,23 +72,26 @@ def test_headers_elsewhere_are_hipified_out_of_tree_and_the_output_is_short(
 
     lines = proc.stdout.splitlines()
     assert 12 <= len(lines) <= 30, proc.stdout
-    assert lines[0] == "port: 7 files (2 translation units, 5 other), target HIP 6.4"
-    assert "findings: 6 (2 blocking)" in lines
-    assert "  blocking, in the files the units include: 1" in lines
+    assert lines[0] == "port: 8 files (2 translation units, 6 other), target HIP 6.4"
+    assert "findings: 8 (3 blocking)" in lines
+    # no compile ran: every #include line counts (other_backend.cuh sits in an #if no build here compiles)
+    assert "  blocking, in the files the units include: 2" in lines
     assert f"  blocking, in files no unit includes: 1 ({SHOWN}/app/unused.cuh 1; --verbose lists them)" in lines
-    assert "  not blocking: 4 (note 4; --verbose lists them)" in lines
+    assert "  not blocking: 5 (note 5; --verbose lists them)" in lines
     # the one blocking finding the units read, with its line, a caret and the fix
     at = lines.index(f"{SHOWN}/lib/include/mylib/detail/lanes.cuh:3:54: hazard [lane-math] (blocking)")
     assert lines[at + 2] == "      3 | __device__ inline int lane_id() { return threadIdx.x & 31; }"
     assert lines[at + 3] == "        | " + " " * 53 + "^"
     assert lines[at + 4].startswith("  fix: use warpSize")
-    assert "unused.cuh:3" not in proc.stdout and "note" not in proc.stdout.replace("note 4", "")
+    assert f"{SHOWN}/lib/include/mylib/detail/other_backend.cuh:3:57: hazard [lane-math] (blocking)" in lines
+    assert "unused.cuh:3" not in proc.stdout and "note" not in proc.stdout.replace("note 5", "")
     assert "diff CUDA -> HIP" not in proc.stdout and "+++ " not in proc.stdout
-    assert lines[-2:] == ["port: FAILED", "  - 2 blocking findings remain: % 32 [lane-math]; & 31 [lane-math]"]
+    remain = "  - 3 blocking findings remain: % 32 [lane-math]; & 31 [lane-math]; >> 5 [lane-math]"
+    assert lines[-2:] == ["port: FAILED", remain]
 
     verbose = tools_cli(*args, "--hip-version", "6.4", "--verbose", env=bare_env)
     assert f"{SHOWN}/app/unused.cuh:3:58: hazard [lane-math] (blocking)" in verbose.stdout
-    assert verbose.stdout.count("(warning)") == 4 and "diff CUDA -> HIP: 7 files changed" in verbose.stdout
+    assert verbose.stdout.count("(warning)") == 5 and "diff CUDA -> HIP: 8 files changed" in verbose.stdout
     assert len(verbose.stdout.splitlines()) > 2 * len(lines)
 
 
@@ -97,11 +101,12 @@ def test_findings_of_files_no_unit_includes_are_not_listed() -> None:
             files=[APP / "reduce.cu", APP / "unused.cuh"], include_dirs=[LIB], sides=NO_SIDES, hip_version=(6, 4)
         )
     )
-    assert result.included == {
+    assert result.included == {  # (no compile ran: every #include line)
         APP / "reduce.cu",
         APP / "launch.h",
         LIB / "mylib" / "block_sum.cuh",
         LIB / "mylib" / "detail" / "lanes.cuh",
+        LIB / "mylib" / "detail" / "other_backend.cuh",
     }
     # only headers given: they are what is "read"
     alone = run_port(PortRequest(files=[APP / "unused.cuh"], include_dirs=[LIB], sides=NO_SIDES, hip_version=(6, 4)))
@@ -143,6 +148,9 @@ def test_the_cuda_side_compiles_with_the_include_dirs(
         "port", APP / "reduce.cu", "-I", LIB, "--no-rocm", "--cuda-archs", "80", "--report", report, env=port_env
     )
     assert f"CUDA  ok  {SHOWN}/app/reduce.cu (sm_80)" in proc.stdout, proc.stdout + proc.stderr
+    # what nvcc read (its -MD file): not the header of the #if this build leaves out
+    other = f"{SHOWN}/lib/include/mylib/detail/other_backend.cuh"
+    assert f"  blocking, in files no unit includes: 1 ({other} 1; --verbose lists them)" in proc.stdout
     (unit,) = json.loads(report.read_text())["sides"]["cuda"]["units"]
     assert f"-I{LIB}" in unit["command"]
     without = tools_cli("port", APP / "reduce.cu", "--no-rocm", "--cuda-archs", "80", env=port_env)
@@ -180,8 +188,11 @@ def test_in_the_rocm64_root_hipcub_and_hipblas_are_found_without_flags(tmp_path:
         assert name in libraries and "(/usr/include)" in libraries
     assert any(ln.startswith(f"  ROCm  ok  {copy}/app/reduce.cu (gfx942)") for ln in lines), out
     assert any(ln.startswith(f"  ROCm  ok  {copy}/app/blas_user.cu (gfx942)") for ln in lines), out
+    # the compiles read lanes.cuh, not other_backend.cuh (its #if is false in this build): only lanes.cuh's is listed
     assert "  blocking, in the files the units include: 1" in lines
     assert f"{copy}/lib/include/mylib/detail/lanes.cuh:3:54: hazard [lane-math] (blocking)" in lines
+    other = f"{copy}/lib/include/mylib/detail/other_backend.cuh"
+    assert f"  blocking, in files no unit includes: 1 ({other} 1; --verbose lists them)" in lines
     assert "port: FAILED" in lines and "does not compile" not in out
     data = json.loads(report.read_text())
     commands = [u["command"] for u in data["sides"]["rocm"]["units"]]
@@ -234,3 +245,15 @@ def test_library_dirs_the_compiler_does_not_search_are_passed() -> None:
     assert side.libraries_line() == "libraries: hipCUB (/opt/rocm/include); hipBLAS (/opt/rocm/hipblas/include)"
     bare = Side("rocm", Toolchain(platform="rocm", root=root, compiler=tc.compiler, archs=("gfx942",)))
     assert bare.libraries_line() == "libraries: none of hipCUB, rocThrust, hipBLAS, ... in /opt/rocm/include"
+
+
+def test_a_dependency_file_is_read_as_make_writes_it(tmp_path: Path) -> None:
+    dep = tmp_path / "k.o.d"
+    dep.write_text("k.o : k.cu \\\n    /usr/include/stdio.h \\\n    sub/../h.h dir\\ with\\ space/x.h\n")
+    assert read_depfile(dep, tmp_path) == [
+        tmp_path / "k.cu",
+        Path("/usr/include/stdio.h"),
+        tmp_path / "h.h",
+        tmp_path / "dir with space" / "x.h",
+    ]
+    assert read_depfile(tmp_path / "none.d", tmp_path) is None  # (none written: a compile stopped early)

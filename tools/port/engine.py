@@ -22,7 +22,7 @@ from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree, incl
 from tools.port.classify import CLASSES, Cause, Classifier, Project
 from tools.port.linemap import LineMap
 from tools.port.sources import COMPILE_SUFFIXES, Staged, resolve_includes, stage
-from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env
+from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env, read_depfile
 
 #: progress(done, total, what): called as the run advances (the terminal view draws it)
 Progress = Callable[[int, int, str], None]
@@ -82,6 +82,7 @@ class UnitResult:
     seconds: float
     raw_output: str = ""  # the messages as the compiler printed them (paths of the files it read)
     cause: Cause | None = None  # why it failed (ROCm side; tools/port/classify.py)
+    reads: list[Path] | None = None  # the project files the compile read (CUDA sources); None: not known
 
     @property
     def ok(self) -> bool:
@@ -161,10 +162,21 @@ class PortResult:
 
     @property
     def included(self) -> set[Path]:
-        """The files the translation units read: the units and every project header they include (transitively,
-        as hipify resolved the includes); the given files when none of them is a unit."""
-        starts = self.units or [Path(os.path.abspath(f)) for f in self.request.files]
-        return included_closure(self.includes, starts)
+        """The files the translation units read: each unit and the project headers it includes, as its compiles
+        read them (their dependency files: only the branches the build compiles), else as hipify resolved its
+        includes (every #include line, transitively); the given files when none of them is a unit."""
+        if not self.units:
+            return included_closure(self.includes, [Path(os.path.abspath(f)) for f in self.request.files])
+        out: set[Path] = set()
+        for unit in self.units:
+            reads = [u.reads for side in self.sides.values() for u in side.units if u.source == unit]
+            known = [r for r in reads if r is not None]
+            if known:
+                out.add(unit)
+                out.update(f for r in known for f in r)
+            else:
+                out |= included_closure(self.includes, [unit])
+        return out
 
     def problems(self, strict: bool) -> list[str]:
         """Why the port fails (empty: it passes). Skipped sides count only under ``strict``."""
@@ -214,6 +226,9 @@ class OutputMapper:
 
     def __init__(self, outputs: Mapping[Path, Path], staged: Staged) -> None:
         self._maps: dict[str, tuple[Path, LineMap]] = {}
+        # a file a compile read -> the project's CUDA source it is (a hipified output or an original)
+        self._sources = {Path(out): staged.original(src) for src, out in outputs.items()}
+        self._sources.update({orig: orig for orig in staged.staged_of})
         for staged_src, out in outputs.items():
             original = staged.original(staged_src)
             try:
@@ -224,6 +239,10 @@ class OutputMapper:
         self._lines: dict[Path, list[str]] = {}
         alts = "|".join(re.escape(p) for p in sorted(self._maps, key=len, reverse=True))
         self._pattern = re.compile(rf"(?P<path>{alts})(?::(?P<line>\d+)(?::(?P<col>\d+))?)?") if alts else None
+
+    def source_of(self, path: Path) -> Path | None:
+        """The project's CUDA source a file a compiler read is (or was hipified from); None: not a project file."""
+        return self._sources.get(path)
 
     def text(self, output: str) -> str:
         if self._pattern is None:
@@ -281,7 +300,9 @@ def _compile(
     mapper: OutputMapper,
 ) -> UnitResult:
     obj.parent.mkdir(parents=True, exist_ok=True)
-    cmd = compile_command(side, compiled, obj, include_dirs)
+    depfile = obj.with_name(obj.name + ".d")
+    depfile.unlink(missing_ok=True)
+    cmd = compile_command(side, compiled, obj, include_dirs, depfile=depfile)
     started = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -300,7 +321,12 @@ def _compile(
         rc, output = 127, f"{cmd[0]}: cannot run: {err.strerror or err}\n"
     mapped = mapper.text(output) if side.name == "rocm" else output
     took = time.perf_counter() - started
-    return UnitResult(source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), took, raw_output=output)
+    read = read_depfile(depfile, Path.cwd())
+    # (the ROCm side reads the hipified files: the CUDA sources they came from; only the project's files count)
+    reads = None if read is None else [f for f in (mapper.source_of(r) for r in read) if f is not None]
+    return UnitResult(
+        source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), took, raw_output=output, reads=reads
+    )
 
 
 def explain_failures(

@@ -8,6 +8,7 @@ ROCM_HOME/ROCM_PATH (then /opt/rocm), RCCL_HOME, HIP_CLANG_PATH.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +83,11 @@ def find_side(
     return Side(name, tc)
 
 
-def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[Path]) -> list[str]:
-    """The command that compiles one translation unit as the build does (CMake's flags, without CMake)."""
+def compile_command(
+    side: Side, source: Path, obj: Path, include_dirs: Sequence[Path], *, depfile: Path | None = None
+) -> list[str]:
+    """The command that compiles one translation unit as the build does (CMake's flags, without CMake); with
+    ``depfile``, it also writes the files it read there (``-MD -MF``, as Ninja's builds do: nvcc and HIP-Clang)."""
     tc = side.toolchain
     assert tc is not None and tc.compiler is not None
     includes = [f"-I{d}" for d in (*include_dirs, *([tc.collective_include] if tc.collective_include else []))]
@@ -94,6 +98,7 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
         extra = dict.fromkeys(d for _name, d in tc.libraries if d not in searched)
         includes += [f"-isystem{d}" for d in extra]
     define = f'-D{COLLECTIVE_SONAME_MACRO}="{tc.collective_soname}"'
+    deps = ["-MD", "-MF", os.fspath(depfile)] if depfile is not None else []
     if side.name == "cuda":
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in tc.archs]
         # nvcc's host compiler as detection chose it (buildcore/toolchain/host.py), as the build passes it.
@@ -110,6 +115,7 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
             *gencode,
             *includes,
             define,
+            *deps,
             "-c",
             os.fspath(source),
             "-o",
@@ -134,11 +140,26 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
         "-fPIC",
         *includes,
         define,
+        *deps,
         "-c",
         os.fspath(source),
         "-o",
         os.fspath(obj),
     ]
+
+
+def read_depfile(path: Path, cwd: Path) -> list[Path] | None:
+    """The files a compile's ``-MD`` dependency file lists (make syntax; relative paths are the compiler's, from
+    ``cwd``), normalised; None when there is none (a compiler writes none when it stops at a missing header)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    _target, colon, deps = text.replace("\\\n", " ").partition(": ")
+    if not colon:
+        return None
+    found = [t.replace("\\ ", " ") for t in re.findall(r"(?:\\ |\S)+", deps)]
+    return [Path(os.path.normpath(cwd / f)) for f in found]
 
 
 def compile_env(side: Side, environ: Mapping[str, str], tmpdir: Path) -> dict[str, str]:

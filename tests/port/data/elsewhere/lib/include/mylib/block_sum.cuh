@@ -3,6 +3,9 @@
 #include <cub/cub.cuh>
 
 #include "detail/lanes.cuh"
+#if defined(MYLIB_OTHER_BACKEND)  // another backend's code: no build here compiles it
+#include "detail/other_backend.cuh"
+#endif
 
 namespace mylib {
 
