@@ -168,7 +168,8 @@ def test_in_the_rocm64_root_hipcub_and_hipblas_are_found_without_flags(tmp_path:
     copy = tmp_path / "elsewhere"
     shutil.copytree(ELSEWHERE, copy)  # (the root sees tmp_path and the checkout, bound at their own paths)
     report = tmp_path / "port.json"
-    argv = ["python3", "-m", "tools", "port", str(copy / "app" / "reduce.cu"), str(copy / "app" / "blas_user.cu")]
+    units = [str(copy / "app" / name) for name in ("reduce.cu", "blas_user.cu", "broken.cu")]
+    argv = ["python3", "-m", "tools", "port", *units]
     argv += ["-I", str(copy / "lib" / "include"), "--no-cuda", "--rocm-archs", "gfx942", "--report", str(report)]
     proc = run_in_root(
         "6.4",
@@ -179,21 +180,25 @@ def test_in_the_rocm64_root_hipcub_and_hipblas_are_found_without_flags(tmp_path:
         timeout=600,
     )
     out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr  # the lane-math finding blocks; both units compile
+    assert proc.returncode == 1, out + proc.stderr  # the lane-math finding blocks; two of the units compile
     lines = out.splitlines()
-    assert 10 <= len(lines) <= 30, out
+    assert 10 <= len(lines) <= 36, out
     assert "  ROCm 6.4 (HIP-Clang " in out
     libraries = next(ln for ln in lines if ln.startswith("    libraries: "))
     for name in ("hipCUB", "rocPRIM", "rocThrust", "hipBLAS"):
         assert name in libraries and "(/usr/include)" in libraries
     assert any(ln.startswith(f"  ROCm  ok  {copy}/app/reduce.cu (gfx942)") for ln in lines), out
     assert any(ln.startswith(f"  ROCm  ok  {copy}/app/blas_user.cu (gfx942)") for ln in lines), out
-    # the compiles read lanes.cuh, not other_backend.cuh (its #if is false in this build): only lanes.cuh's is listed
-    assert "  blocking, in the files the units include: 1" in lines
+    # the failing unit's first error, at its line
+    assert any(ln.startswith(f"  ROCm  FAILED  {copy}/app/broken.cu (gfx942)") for ln in lines), out
+    assert f"    {copy}/app/broken.cu:4:15: error: static assertion failed" in out
+    # the compiles read lanes.cuh, not other_backend.cuh (its #if is false in this build; also for the unit that
+    # fails, whose includes a preprocessing pass lists): only lanes.cuh's is listed
+    assert "  blocking, in the files the units include: 1 (and 1 compile failure, above)" in lines
     assert f"{copy}/lib/include/mylib/detail/lanes.cuh:3:54: hazard [lane-math] (blocking)" in lines
     other = f"{copy}/lib/include/mylib/detail/other_backend.cuh"
     assert f"  blocking, in files no unit includes: 1 ({other} 1; --verbose lists them)" in lines
-    assert "port: FAILED" in lines and "does not compile" not in out
+    assert "port: FAILED" in lines and "  - the ROCm side does not compile: " in out
     data = json.loads(report.read_text())
     commands = [u["command"] for u in data["sides"]["rocm"]["units"]]
     assert all(not any(a.startswith("-isystem") or "rocm-libs" in a for a in c) for c in commands)  # no flag needed

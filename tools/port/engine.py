@@ -22,7 +22,15 @@ from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree, incl
 from tools.port.classify import CLASSES, Cause, Classifier, Project
 from tools.port.linemap import LineMap
 from tools.port.sources import COMPILE_SUFFIXES, Staged, resolve_includes, stage
-from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env, read_depfile
+from tools.port.toolkits import (
+    SIDE_LABEL,
+    SIDES,
+    Side,
+    compile_command,
+    compile_env,
+    deps_command,
+    read_depfile,
+)
 
 #: progress(done, total, what): called as the run advances (the terminal view draws it)
 Progress = Callable[[int, int, str], None]
@@ -322,6 +330,18 @@ def _compile(
     mapped = mapper.text(output) if side.name == "rocm" else output
     took = time.perf_counter() - started
     read = read_depfile(depfile, Path.cwd())
+    if read is None and rc != 0 and side.name == "rocm":  # (nvcc writes it also when the compile fails)
+        try:
+            subprocess.run(
+                deps_command(side, compiled, include_dirs, depfile),
+                capture_output=True,
+                env=compile_env(side, environ, tool_tmp),
+                timeout=COMPILE_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # (then the includes hipify resolved count)
+        read = read_depfile(depfile, Path.cwd())
     # (the ROCm side reads the hipified files: the CUDA sources they came from; only the project's files count)
     reads = None if read is None else [f for f in (mapper.source_of(r) for r in read) if f is not None]
     return UnitResult(

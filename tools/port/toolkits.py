@@ -148,6 +148,15 @@ def compile_command(
     ]
 
 
+def deps_command(side: Side, source: Path, include_dirs: Sequence[Path], depfile: Path) -> list[str]:
+    """A preprocessing-only run that lists what ``source`` includes in ``depfile`` (``-M -MG``: a missing header is
+    listed, not fatal), with the compile's flags: for a ROCm unit whose compile failed (HIP-Clang then writes no
+    dependency file: the host pass, which writes it, never runs). The host pass's view of the includes."""
+    cmd = compile_command(side, source, Path(os.devnull), include_dirs)
+    at = cmd.index("-c")
+    return [*cmd[:at], "--cuda-host-only", "-M", "-MG", "-MF", os.fspath(depfile), os.fspath(source)]
+
+
 def read_depfile(path: Path, cwd: Path) -> list[Path] | None:
     """The files a compile's ``-MD`` dependency file lists (make syntax; relative paths are the compiler's, from
     ``cwd``), normalised; None when there is none (a compiler writes none when it stops at a missing header)."""
