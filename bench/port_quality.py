@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -427,6 +428,24 @@ def _probe_archs(clang: Path, archs: Sequence[str], tmp: Path) -> list[str]:
     return ok
 
 
+def read_cache(path: Path) -> dict[str, dict[str, object]]:
+    """The compile cache: one JSON line per compile (key, result); a line cut short by an interrupted run is
+    skipped."""
+    out: dict[str, dict[str, object]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "key" in entry and "row" in entry:
+            out[str(entry["key"])] = entry["row"]
+    return out
+
+
 def compile_worker(spec_file: Path, result_file: Path) -> int:
     """Compile every unit of every engine syntax-only (in parallel over all of them, reusing the compile cache),
     classify the failures (tools/port/classify.py), map our errors to their CUDA sites."""
@@ -444,10 +463,8 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
     stamp = Path("/.monarch-root").read_text() if Path("/.monarch-root").is_file() else ""
     identity = [str(clang), version, stamp, archs]
     cache_file = Path(spec["cache"])
-    try:
-        cache: dict[str, dict[str, object]] = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
-        cache = {}
+    cache = read_cache(cache_file)
+    lock = threading.Lock()
     digests: dict[Path, str] = {}
 
     def digest(path: Path) -> str:
@@ -508,7 +525,10 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
                 row["errors"] = sum(1 for d in parse_diagnostics(output) if "error" in d.severity)
                 if to_source is not None:
                     row["sites"] = [[at, message] for at, message in error_sites(output, to_source)]
-            cache[key] = row
+            with lock:  # (appended as it comes: an interrupted run keeps what it compiled)
+                cache[key] = row
+                with cache_file.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"key": key, "row": row}) + "\n")
             return {**row, "cached": False}
 
         for src, compiled in job["units"]:
@@ -521,9 +541,6 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
     results["seconds"] = round(time.perf_counter() - started, 1)
     for engine in spec["engines"]:
         results[engine] = [row for name, row in rows if name == engine]
-    tmp_cache = cache_file.with_name(cache_file.name + ".tmp")
-    tmp_cache.write_text(json.dumps(cache))
-    tmp_cache.replace(cache_file)
     result_file.write_text(json.dumps(results))
     return 0
 
@@ -667,14 +684,15 @@ class CorpusRun:
         key = fingerprint(self.files, [engine, extra])
         if not self.args.fresh and saved.is_file():
             data = json.loads(saved.read_text())
-            if data.get("key") == key and out.is_dir():
+            if data.get("key") == key and out.is_dir() and data.get("mapping"):
                 self.timing[engine] = float(data["seconds"])
                 self.notes[engine] = str(data["note"]) + " (translation reused: same corpus, options and tool)"
                 return dict(data["mapping"])
         if out.exists():
             shutil.rmtree(out)
-        out.mkdir(parents=True)
-        took, mapping = make(out)
+        took, mapping = make(
+            out
+        )  # (into a directory that does not exist: hipify_torch copies nothing into one that does)
         self.timing[engine] = took
         saved.write_text(
             json.dumps({"key": key, "seconds": took, "mapping": mapping, "note": self.notes.get(engine, "")})
@@ -720,6 +738,7 @@ class CorpusRun:
                 cuda = self.args.cuda_headers.resolve()
 
                 def hclang(out: Path) -> tuple[float, dict[str, str]]:
+                    out.mkdir(parents=True)
                     took, mapping, failed = run_hipify_clang(
                         corpus,
                         out,
@@ -804,12 +823,10 @@ class CorpusRun:
             "archs": self.archs,
             "jobs": self.args.jobs,
             "engines": jobs,
-            "cache": str(self.work / "compile-cache.json")
-            if not self.args.fresh
-            else str(self.work / f"nocache-{hip}.json"),
+            "cache": str(self.work / ("compile-cache.jsonl" if not self.args.fresh else f"fresh-{hip}.jsonl")),
         }
-        if self.args.fresh:
-            (self.work / f"nocache-{hip}.json").unlink(missing_ok=True)
+        if self.args.fresh:  # (a cache of this run only)
+            (self.work / f"fresh-{hip}.jsonl").unlink(missing_ok=True)
         if self.args.cuda_headers is not None:
             spec["cuda_include"] = str(self.args.cuda_headers.resolve())
         spec_file, result_file = self.work / f"compile-{hip}.spec.json", self.work / f"compile-{hip}.result.json"

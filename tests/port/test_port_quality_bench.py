@@ -122,3 +122,16 @@ def test_a_translation_cache_key_follows_the_corpus_and_the_options(corpus: Path
     assert key != pq.fingerprint(files, ["hipify_torch", ["src"]])
     (corpus / "src" / "a.cu").write_text(CORPUS["src/a.cu"] + "// edited, one byte longer\n")
     assert key != pq.fingerprint(files, ["hipify_torch", ["include"]])
+
+
+def test_the_compile_cache_keeps_what_an_interrupted_run_wrote(tmp_path: Path) -> None:
+    cache = tmp_path / "compile-cache.jsonl"
+    cache.write_text(
+        json.dumps({"key": "a", "row": {"rc": 0}})
+        + "\n"
+        + json.dumps({"key": "b", "row": {"rc": 1}})
+        + "\n"
+        + '{"key": "c", "ro'
+    )
+    assert pq.read_cache(cache) == {"a": {"rc": 0}, "b": {"rc": 1}}
+    assert pq.read_cache(tmp_path / "none.jsonl") == {}
