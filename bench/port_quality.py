@@ -248,11 +248,22 @@ def unflagged_sites(sites: Mapping[Location, tuple[set[Location], str]], blockin
 
 
 def blocking_outside_units(
-    findings: Iterable[Mapping[str, object]], includes: Mapping[str, Sequence[str]], units: Iterable[str]
+    findings: Iterable[Mapping[str, object]],
+    includes: Mapping[str, Sequence[str]],
+    units: Iterable[str],
+    reads: Mapping[str, Sequence[str] | None] | None = None,
 ) -> list[Mapping[str, object]]:
-    """The blocking findings in files that no unit includes, transitively (``includes``: a hipify report's)."""
+    """The blocking findings in files that no unit includes: a unit reaches what its compile read (``reads``: the
+    CUDA sources of the files its dependency file lists), else what its #include lines reach transitively
+    (``includes``: a hipify report's, every line)."""
     graph = {Path(k): [Path(t) for t in v] for k, v in includes.items()}
-    reached = included_closure(graph, [Path(u) for u in units])
+    reached: set[Path] = set()
+    for unit in units:
+        read = (reads or {}).get(unit)
+        if read is not None:
+            reached |= {Path(unit), *map(Path, read)}
+        else:
+            reached |= included_closure(graph, [Path(unit)])
     return [f for f in findings if f.get("blocking") and Path(str(f["file"])) not in reached]
 
 
@@ -428,6 +439,23 @@ def _probe_archs(clang: Path, archs: Sequence[str], tmp: Path) -> list[str]:
     return ok
 
 
+def unit_reads(cmd: Sequence[str], depfile: Path, origin: Mapping[Path, Path]) -> list[str] | None:
+    """The CUDA sources whose translations a compile read (its -MD file; for a compile that stopped at a missing
+    header, which writes none, a preprocessing pass, -M -MG, of the host side); None when neither says."""
+    from tools.port.toolkits import read_depfile  # noqa: PLC0415
+
+    read = read_depfile(depfile, Path.cwd())
+    if read is None:
+        deps = [*cmd[:-1], "--cuda-host-only", "-M", "-MG", "-MF", str(depfile), cmd[-1]]
+        deps = [a for a in deps if a != "-fsyntax-only"]
+        subprocess.run(deps, capture_output=True, check=False, timeout=900)
+        read = read_depfile(depfile, Path.cwd())
+    depfile.unlink(missing_ok=True)
+    if read is None:
+        return None
+    return sorted({str(origin[f]) for f in read if f in origin})
+
+
 def read_cache(path: Path) -> dict[str, dict[str, object]]:
     """The compile cache: one JSON line per compile (key, result); a line cut short by an interrupted run is
     skipped."""
@@ -476,6 +504,7 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
         return digests[path]
 
     tasks: list[tuple[str, Callable[[], dict[str, object]]]] = []
+    deps_dir = Path(tempfile.mkdtemp(prefix="port-quality-deps-"))
     for engine, job in spec["engines"].items():
         out_root = Path(job["out"])
         origin = {Path(o): Path(s) for s, o in job["mapping"].items()}
@@ -501,12 +530,14 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
             project: Project = project,
             include_dirs: list[Path] = include_dirs,
             to_source: SourceMap | None = to_source,
+            origin: dict[Path, Path] = origin,
         ) -> dict[str, object]:
             cmd = [str(clang), "-x", "hip", *[f"--offload-arch={a}" for a in archs], "-std=c++17", "-fsyntax-only"]
             cmd += [f"-ferror-limit={job.get('error_limit', 5)}", *[f"-D{d}" for d in job.get("defines", [])]]
             cmd += [*[f"-I{d}" for d in include_dirs], compiled]
             reached, _spellings = project.closure(Path(compiled))
-            h = hashlib.sha256(json.dumps([cmd, identity, bool(to_source)]).encode())
+            depfile = deps_dir / (hashlib.sha256(compiled.encode()).hexdigest()[:16] + ".d")
+            h = hashlib.sha256(json.dumps([cmd, identity, "sites, reads" if to_source else ""]).encode())
             for path in sorted(reached):
                 h.update(f"{path}\0{digest(path)}\n".encode())
             key = h.hexdigest()
@@ -514,9 +545,13 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
             if hit is not None:
                 return {**hit, "cached": True}
             t = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False, timeout=900)
+            # ours: what the unit reads (its dependency file), for "the files no CUDA unit includes"
+            run = [*cmd[:-1], "-MD", "-MF", str(depfile), compiled] if to_source is not None else cmd
+            proc = subprocess.run(run, capture_output=True, text=True, errors="replace", check=False, timeout=900)
             row: dict[str, object] = {"source": src, "compiled": compiled, "rc": proc.returncode}
             row["seconds"] = round(time.perf_counter() - t, 2)
+            if to_source is not None:
+                row["reads"] = unit_reads(cmd, depfile, origin)
             if proc.returncode != 0:
                 output = proc.stdout + proc.stderr
                 cause = classifier.classify(Path(src), Path(compiled), output, cmd)
@@ -538,6 +573,7 @@ def compile_worker(spec_file: Path, result_file: Path) -> int:
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, int(spec["jobs"]))) as pool:
         rows = list(pool.map(lambda task: (task[0], task[1]()), tasks))
+    shutil.rmtree(deps_dir, ignore_errors=True)
     results["seconds"] = round(time.perf_counter() - started, 1)
     for engine in spec["engines"]:
         results[engine] = [row for name, row in rows if name == engine]
@@ -869,7 +905,10 @@ class CorpusRun:
         failures = [r for r in rows if r["rc"] != 0]
         sites = distinct_sites(r.get("sites", []) for r in failures)
         unflagged = unflagged_sites(sites, blocking)
-        outside = blocking_outside_units(findings, dict(report.get("includes", {})), [str(u) for u in self.units])
+        reads = {str(r["source"]): r.get("reads") for r in rows}
+        outside = blocking_outside_units(
+            findings, dict(report.get("includes", {})), [str(u) for u in self.units], reads
+        )
         return {
             "failures": len(failures),
             "unexplained": [

@@ -69,6 +69,15 @@ def test_blocking_findings_in_files_no_unit_includes(corpus: Path, tmp_path: Pat
         report["findings"], report["includes"], [*units, str(corpus / "src/unbuilt/old.cu")]
     )
     assert sorted({os.path.relpath(str(f["file"]), corpus) for f in with_old}) == ["src/cpu/simd.h"]
+    # what a unit's compile read wins over its #include lines: b.cu's build left <lib/extra.h> out (an #if, say);
+    # a unit whose compile said nothing (None) keeps its #include lines
+    reads = {units[0]: None, units[1]: [str(corpus / "src" / "common.cuh"), str(corpus / "src/detail/lanes.h")]}
+    compiled = pq.blocking_outside_units(report["findings"], report["includes"], units, reads)
+    assert sorted({os.path.relpath(str(f["file"]), corpus) for f in compiled}) == [
+        "include/lib/extra.h",
+        "src/cpu/simd.h",
+        "src/unbuilt/old.cu",
+    ]
 
 
 def test_error_sites_map_back_and_are_matched_against_blocking_findings(corpus: Path, tmp_path: Path) -> None:
