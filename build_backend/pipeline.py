@@ -130,6 +130,8 @@ def payload_built(
                 else " (no GPU toolkit)"
             )
         )
+    if tc.launchers.kinds or tc.launchers.cmake or tc.launchers.rustc:
+        log.info(f"detect: compiler launchers: {tc.launchers.describe()}")
     layout = make_layout(source, opts.build_dir, tc.platform)
     log.info(f"build directory: {layout.build}")
     registered = kernels.read_manifest(layout.csrc)  # validated before anything is compiled

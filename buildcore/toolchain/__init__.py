@@ -9,10 +9,11 @@ detection is a module of its own that says where it looks and why: :mod:`buildco
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from buildcore.errors import BuildError
-from buildcore.toolchain import model, rocm
+from buildcore.toolchain import launcher, model, rocm
 from buildcore.toolchain.model import Toolchain, env_path
 
 if TYPE_CHECKING:
@@ -22,6 +23,11 @@ __all__ = ["Toolchain", "choose_platform", "detect"]
 
 
 def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
+    """The toolkit for the platform, then the compiler launchers (:mod:`buildcore.toolchain.launcher`)."""
+    return replace(_detect_toolkit(settings, environ), launchers=launcher.resolve(settings, environ))
+
+
+def _detect_toolkit(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     platform = choose_platform(settings, environ)
     if platform == "cpu":
         if settings.archs:
