@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from _roots import RootBuild, build_in_root, require_root, run_in_root
 
+from build_backend import compiler_cache
 from buildcore.errors import BuildError
 from buildcore.settings import load
 from buildcore.toolchain import launcher
@@ -232,3 +234,27 @@ def test_a_wheel_built_through_the_cache_is_the_same_wheel(
     for obj in objects:
         data = obj.read_bytes()
         assert not [n for n in needles if n in data], f"{obj} (from the cache) holds a build path"
+
+
+def test_sccache_server_is_started_once_before_the_first_compile(bin_dir: Path, tmp_path: Path) -> None:
+    """Parallel first compiles would each start a server: the build starts it first (over a unix socket,
+    unless one answers there)."""
+    record = tmp_path / "calls"
+    (bin_dir / "sccache").write_text(f'#!/bin/sh\necho "$@" >> "{record}"\n')
+    env = {"PATH": str(bin_dir)}
+    sc = resolve({"compiler-launcher": "sccache"}, env)
+    compiler_cache.start_servers(sc, env)
+    assert record.read_text() == "--start-server\n"
+    record.unlink()
+    uds = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(uds))
+        server.listen()
+        compiler_cache.start_servers(sc, {**env, "SCCACHE_SERVER_UDS": str(uds)})
+        assert not record.exists()  # one answers: nothing started
+    uds.unlink()
+    compiler_cache.start_servers(sc, {**env, "SCCACHE_SERVER_UDS": str(uds)})
+    assert record.read_text() == "--start-server\n"
+    record.unlink()
+    compiler_cache.start_servers(resolve({"compiler-launcher": "ccache"}, env), env)
+    assert not record.exists()  # ccache has no server
