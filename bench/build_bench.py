@@ -9,7 +9,8 @@ with the backend's default build directory inside it, as a fresh clone has):
 - warm cache, fresh clone elsewhere: clone B, in another directory at another depth, a fresh build
   directory, the cache that A filled.
 
-Prints the wall times, warm/cold (the target for rocm7.2: <= 0.40) and no-op/cold (<= 0.25), what the cache
+Each flavour first builds once, untimed and without a cache (so every cold figure finds the toolchain in
+the page cache alike). Prints the wall times, warm/cold (the target for rocm7.2: <= 0.40) and no-op/cold (<= 0.25), what the cache
 reported for the warm build (hits and misses: `ccache --print-stats`, `sccache --show-stats`), and whether
 the warm build's wheel is byte-identical to the cold one's (SOURCE_DATE_EPOCH is fixed).
 
@@ -85,7 +86,7 @@ class Cache:
     setting: str | None  # -C compiler-launcher
     env: dict[str, str]
     ro_binds: tuple[Path, ...] = ()
-    path: tuple[Path, ...] = ()
+    path: tuple[Path, ...] = ()  # directories put first on PATH (in a root: as it sees them)
     before: str = ""
     after: str = ""
 
@@ -119,8 +120,8 @@ def cache_for(spec: str, flavour: str, cache_dir: Path) -> Cache | str:
             env["SCCACHE_SERVER_UDS"] = "/tmp/sccache.sock" if root else str(cache_dir / "sccache.sock")
             env["SCCACHE_IDLE_TIMEOUT"] = "0"
             if root:
-                ro.append(found)
-                path.append(found.parent)
+                ro.append(found)  # bound at its own path
+            path.append(found.parent)  # on PATH, where -C compiler-launcher=sccache looks for it
             exe = "sccache" if root else str(found)
             after.append(f'echo "== sccache"; "{exe}" --show-stats; "{exe}" --stop-server >/dev/null 2>&1')
             if len(parts) > 1:  # ccache+sccache: sccache for rustc only (in a root: bound at its own path)
@@ -154,7 +155,8 @@ def build(tree: Path, out: Path, flavour: str, env: dict[str, str], cache: Cache
     )
     inner = ["sh", "-c", shell, "sh", python, *pip]
     if root is None:
-        argv, run_env = inner, full_env
+        path = [str(p) for p in cache.path] + [full_env.get("PATH", os.defpath)]
+        argv, run_env = inner, {**full_env, "PATH": os.pathsep.join(path)}
     else:  # inside the root: the same command with its python, the tree (and the caches) bound in
         argv = ["bash", str(SCRIPT), "run", str(root), "--bind", str(base)]
         argv += [a for p in cache.ro_binds for a in ("--ro-bind", str(p))]
@@ -247,6 +249,17 @@ def run(flavour: str, spec: str) -> None:
     )
 
 
+def warm_up(flavour: str) -> None:
+    """One untimed build without a cache first, so that every cold figure finds the toolchain's files in the
+    operating system's page cache alike (the first build of a session otherwise reads them from the disk)."""
+    env = env_for(flavour)
+    cache = cache_for("none", flavour, Path(tempfile.gettempdir()))
+    if env is None or isinstance(cache, str):
+        return
+    with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
+        build(copy_tree(Path(tmp) / "w" / "src"), Path(tmp) / "w" / "dist", flavour, env, cache, Path(tmp))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("flavours", nargs="*", default=["cpu", "cuda", "rocm7.2"])
@@ -265,6 +278,7 @@ def main() -> None:
         f"{'no-op':>6} {'/cold':>6} {'1 kernel':>7}  same  the cache on the warm builds"
     )
     for flavour in args.flavours:
+        warm_up(flavour)
         for spec in args.launcher or ["ccache", "sccache"]:
             run(flavour, spec)
 

@@ -130,7 +130,7 @@ def payload_built(
                 else " (no GPU toolkit)"
             )
         )
-    if tc.launchers.kinds or tc.launchers.cmake or tc.launchers.rustc:
+    if tc.launchers.cmake or tc.launchers.rustc or tc.launchers.notes:
         log.info(f"detect: compiler launchers: {tc.launchers.describe()}")
     layout = make_layout(source, opts.build_dir, tc.platform)
     log.info(f"build directory: {layout.build}")

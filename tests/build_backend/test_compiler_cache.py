@@ -129,6 +129,23 @@ def test_ccache_base_dir(bin_dir: Path, tmp_path: Path) -> None:
     assert resolve({"compiler-launcher": "sccache"}, {"PATH": str(bin_dir)}).tool_env(src, build, {}) == {}
 
 
+def test_an_sccache_that_cannot_wrap_this_nvcc_is_left_out_of_cuda(bin_dir: Path) -> None:
+    """sccache before 0.18 fails every compile of nvcc 13.3 and later (mozilla/sccache#2722): the setting
+    leaves CUDA uncached, saying why; the user's own CMAKE_CUDA_COMPILER_LAUNCHER is an error in detect."""
+    (bin_dir / "sccache").write_text('#!/bin/sh\n[ "$1" = --version ] && echo "sccache 0.16.0"\n')
+    env = {"PATH": str(bin_dir)}
+    settings = load({"compiler-launcher": "sccache"}, env, {})
+    old = launcher.resolve(settings, env, "cuda", (13, 5))
+    assert "CUDA" not in old.cmake and {"CXX", "C"} <= set(old.cmake) and old.rustc is not None
+    assert "sccache 0.16" in old.describe() and "nvcc 13.5" in old.describe() and "#2722" in old.describe()
+    assert "CUDA" in launcher.resolve(settings, env, "cuda", (13, 2)).cmake  # before 13.3: no probe, kept
+    assert "CUDA" in launcher.resolve(settings, env, "rocm", (7, 2)).cmake  # not a CUDA build: irrelevant
+    with pytest.raises(BuildError, match=r"CMAKE_CUDA_COMPILER_LAUNCHER names sccache.*0\.18 or later"):
+        launcher.resolve(load(None, env, {}), {**env, "CMAKE_CUDA_COMPILER_LAUNCHER": "sccache"}, "cuda", (13, 5))
+    (bin_dir / "sccache").write_text('#!/bin/sh\n[ "$1" = --version ] && echo "sccache 0.18.1"\n')
+    assert "CUDA" in launcher.resolve(settings, env, "cuda", (13, 5)).cmake
+
+
 @pytest.mark.parametrize(
     ("config", "env", "needles"),
     [
