@@ -10,11 +10,13 @@ with the backend's default build directory inside it, as a fresh clone has):
   directory, the cache that A filled.
 
 Each flavour first builds once, untimed and without a cache (so every cold figure finds the toolchain in
-the page cache alike). Prints the wall times, warm/cold (the target for rocm7.2: <= 0.40) and no-op/cold (<= 0.25), what the cache
+the page cache alike); with --repeat N every figure is the best of N rounds (the caches interleaved, each
+round on fresh clones and fresh caches: the machine's other work only ever slows a build). Prints the wall times, warm/cold (the target for rocm7.2: <= 0.40) and no-op/cold (<= 0.25), what the cache
 reported for the warm build (hits and misses: `ccache --print-stats`, `sccache --show-stats`), and whether
 the warm build's wheel is byte-identical to the cold one's (SOURCE_DATE_EPOCH is fixed).
 
     python bench/build_bench.py [cpu cuda rocm7.2 rocm rocm6.4] [--launcher ccache|sccache|ccache+sccache|none]...
+                                [--repeat N]
 
 Default: cpu, cuda and rocm7.2, each through ccache and through sccache. `ccache+sccache` is ccache for the
 bridge (-C compiler-launcher=ccache) with sccache for rustc (RUSTC_WRAPPER, which wins for Rust). Each cache
@@ -212,17 +214,26 @@ def copy_tree(dest: Path) -> Path:
     return dest
 
 
-def run(flavour: str, spec: str) -> None:
-    env = env_for(flavour)
-    if env is None:
-        print(f"{flavour:8} {spec:15} skipped: toolchain not installed")
-        return
+@dataclass(frozen=True)
+class Cycle:
+    """One round of the five builds of a flavour through one cache (seconds), and what the cache said."""
+
+    cold: float
+    noop: float
+    here: float
+    warm: float
+    edit: float
+    same: bool
+    report: str
+
+
+def cycle(flavour: str, env: dict[str, str], spec: str) -> Cycle | str:
+    """The five builds on fresh clones and a fresh cache; or why they cannot run here."""
     with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
         base = Path(tmp)
         cache = cache_for(spec, flavour, base / "caches")
         if isinstance(cache, str):
-            print(f"{flavour:8} {spec:15} skipped: {cache}")
-            return
+            return cache
         (base / "caches").mkdir()
         clone_a = copy_tree(base / "a" / "src")
         clone_b = copy_tree(base / "elsewhere" / "deeper" / "src")
@@ -235,16 +246,24 @@ def run(flavour: str, spec: str) -> None:
         kernel = clone_a / "csrc" / "checksum.cu"
         kernel.write_text(kernel.read_text() + "\n// benchmark edit\n")
         edit = build(clone_a, base / "a" / "dist", flavour, env, cache, base)
-    ratio = warm.seconds / cold.seconds
+    report = f"elsewhere: {cache_report(warm.log)}; same place: {cache_report(here.log)}"
+    return Cycle(cold.seconds, noop.seconds, here.seconds, warm.seconds, edit.seconds, same, report)
+
+
+def show(flavour: str, spec: str, cycles: list[Cycle]) -> None:
+    """The best (least disturbed by the machine's other work) of each figure over the rounds."""
+    cold, warm, here = min(c.cold for c in cycles), min(c.warm for c in cycles), min(c.here for c in cycles)
+    noop, edit = min(c.noop for c in cycles), min(c.edit for c in cycles)
+    ratio = warm / cold
     target = TARGET_WARM.get(flavour)
     verdict = ""
     if target is not None:
         verdict = f" meets <= {target:.2f}" if ratio <= target else f" SHORT of <= {target:.2f}"
+    same = all(c.same for c in cycles)
     print(
-        f"{flavour:8} {spec:15} {cold.seconds:7.1f} {warm.seconds:7.1f} {ratio:6.2f}{verdict:16} "
-        f"{here.seconds:7.1f} {here.seconds / cold.seconds:6.2f} {noop.seconds:6.1f} {noop.seconds / cold.seconds:6.2f} "
-        f"{edit.seconds:7.1f}  {'yes' if same else 'NO':4} elsewhere: {cache_report(warm.log)}; "
-        f"same place: {cache_report(here.log)}",
+        f"{flavour:8} {spec:15} {cold:7.1f} {warm:7.1f} {ratio:6.2f}{verdict:16} "
+        f"{here:7.1f} {here / cold:6.2f} {noop:6.1f} {noop / cold:6.2f} "
+        f"{edit:7.1f}  {'yes' if same else 'NO':4} {cycles[-1].report}",
         flush=True,
     )
 
@@ -264,6 +283,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("flavours", nargs="*", default=["cpu", "cuda", "rocm7.2"])
     parser.add_argument("--launcher", action="append", choices=LAUNCHERS, help="default: ccache and sccache")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; each figure is the best of them (default 1)")
     args = parser.parse_args()
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
@@ -277,10 +297,28 @@ def main() -> None:
         f"{'flavour':8} {'cache':15} {'cold s':>7} {'warm s':>7} {'warm/cold':>22} {'same pl.':>7} {'/cold':>6} "
         f"{'no-op':>6} {'/cold':>6} {'1 kernel':>7}  same  the cache on the warm builds"
     )
+    specs = args.launcher or ["ccache", "sccache"]
     for flavour in args.flavours:
+        env = env_for(flavour)
+        if env is None:
+            print(f"{flavour:8} skipped: toolchain not installed")
+            continue
         warm_up(flavour)
-        for spec in args.launcher or ["ccache", "sccache"]:
-            run(flavour, spec)
+        rounds: dict[str, list[Cycle]] = {spec: [] for spec in specs}
+        skipped: dict[str, str] = {}
+        for _ in range(args.repeat):  # the caches interleaved, so that the machine's load falls on each alike
+            for spec in specs:
+                if spec not in skipped:
+                    got = cycle(flavour, env, spec)
+                    if isinstance(got, str):
+                        skipped[spec] = got
+                    else:
+                        rounds[spec].append(got)
+        for spec in specs:
+            if spec in skipped:
+                print(f"{flavour:8} {spec:15} skipped: {skipped[spec]}")
+            else:
+                show(flavour, spec, rounds[spec])
 
 
 if __name__ == "__main__":
