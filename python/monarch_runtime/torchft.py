@@ -514,20 +514,19 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
             for leaf in leaves:
                 if not leaf.tensor or (leaf.target is leaf.wire and leaf.scratch):
                     continue  # a value, or a fresh tensor that is the caller's now
-                if not leaf.staged:
-                    copied[leaf.name] = "commit='copy'"  # received in place (through transfer_state's shadow)
-                    continue
-                why = _swap_refusal(leaf.target, leaf.wire, baseline) if leaf.kept else None
-                if leaf.kept and why is None:
-                    kept[leaf.name] = _take_memory(leaf.target, leaf.wire)
-                    swapped.append(leaf.name)
-                    continue
-                leaf.target.copy_(leaf.wire)
+                why = "commit='copy'"
                 if leaf.kept:
-                    kept[leaf.name] = leaf.wire
-                copied[leaf.name] = why or (
-                    "commit='copy'" if self._commit == "copy" else f"received through a copy on {leaf.wire.device}"
-                )
+                    refusal = _swap_refusal(leaf.target, leaf.wire, baseline)
+                    if refusal is None:
+                        kept[leaf.name] = _take_memory(leaf.target, leaf.wire)
+                        swapped.append(leaf.name)
+                        continue
+                    kept[leaf.name], why = leaf.wire, refusal
+                elif self._commit == "swap":
+                    why = f"{leaf.target.device} memory (swapped only on the CPU build)"
+                if leaf.staged:
+                    leaf.target.copy_(leaf.wire)  # else received in place, through transfer_state's shadow
+                copied[leaf.name] = why
         if self._commit == "swap":
             self._keep_buffers(kept)
         return {"commit": self._commit, "swapped": swapped, "copied": copied}

@@ -86,6 +86,9 @@ def several_receivers_in_place_and_allocated() -> None:
     assert len(donor.reports) == 3 and all(r["role"] == "donor" and r["chunks"] > 10 for r in donor.reports)
     # In place: a shadow until every tensor matched; allocating: the fresh tensors are the shadow.
     assert [r.reports[0]["shadow"] for r in receivers] == ["device", "device", "none"]
+    # commit="copy" (the default): the in-place receivers' tensors copied in; the fresh ones are the caller's.
+    assert [len(r.reports[0]["copied"]) for r in receivers] == [16, 16, 0]
+    assert all(r.reports[0]["swapped"] == [] and r.reports[0]["commit"] == "copy" for r in receivers)
     for i, ((_, box), (net, opt)) in enumerate(zip(jobs, nets)):
         assert "error" not in box, box.get("error")
         got = box["value"]
