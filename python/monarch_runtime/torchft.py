@@ -712,7 +712,7 @@ def _swap_refusal(target: torch.Tensor, wire: torch.Tensor, baseline: int) -> st
     if storage_uses(storage._cdata) != 2:  # the target and `storage` here
         return "its storage is shared with another tensor (a view, or a detached alias: Module.state_dict()'s)"
     if target._use_count() != 1:
-        return "referenced from C++ (a DLPack export, an autograd graph that saved it)"
+        return "referenced from C++ (a DLPack export, an autograd graph that saved it, DDP's reducer)"
     del storage
     if _storage_refs(target) != baseline:
         return "its storage object is held (untyped_storage() or storage() of it)"
