@@ -493,7 +493,8 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
             fresh = _buffer(spare, name, shape, dtype, dev)
             return _Leaf(name, None, fresh, fresh, scratch=True)
         own = _plain(own, name)
-        if spare is not None and dev.type == "cpu" and own.device == dev:
+        # (An inference tensor can be neither set_ nor copied into here: it stays with transfer_state.)
+        if spare is not None and dev.type == "cpu" and own.device == dev and not own.is_inference():
             # The object itself is the target (not a detached alias): it is the one that takes the memory.
             buffer = _buffer(spare, name, list(own.shape), own.dtype, dev)
             return _Leaf(name, None, buffer, own, scratch=True, kept=True)
@@ -522,8 +523,10 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
                         swapped.append(leaf.name)
                         continue
                     kept[leaf.name], why = leaf.wire, refusal
+                elif self._commit == "swap" and leaf.target.is_inference():
+                    why = "an inference tensor (received as with commit='copy')"
                 elif self._commit == "swap":
-                    why = f"{leaf.target.device} memory (swapped only on the CPU build)"
+                    why = f"{leaf.target.device} memory (swapped only in host memory, on the CPU build)"
                 if leaf.staged:
                     leaf.target.copy_(leaf.wire)  # else received in place, through transfer_state's shadow
                 copied[leaf.name] = why

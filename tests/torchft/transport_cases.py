@@ -390,7 +390,7 @@ def swap_falls_back_to_copy_where_memory_is_seen() -> None:
     n = 1000
     gen = torch.Generator().manual_seed(3)
     donor = {k: torch.rand(n, generator=gen) for k in ("plain", "view", "a", "b", "numpy", "exported", "held")}
-    donor.update({k: torch.rand(n, generator=gen) for k in ("shared", "dlpack")})
+    donor.update({k: torch.rand(n, generator=gen) for k in ("shared", "dlpack", "inference")})
     donor["transposed"] = torch.rand(20, 50, generator=gen)
     base = torch.zeros(n + 10)
     a = torch.zeros(n)
@@ -401,6 +401,8 @@ def swap_falls_back_to_copy_where_memory_is_seen() -> None:
     held_storage = held.untyped_storage()
     dlpacked = torch.zeros(n)
     capsule = torch.utils.dlpack.to_dlpack(dlpacked)
+    with torch.inference_mode():
+        inference = torch.zeros(n)
     mine = {
         "plain": torch.zeros(n),
         "view": base[5 : 5 + n],
@@ -412,6 +414,7 @@ def swap_falls_back_to_copy_where_memory_is_seen() -> None:
         "shared": torch.zeros(n).share_memory_(),
         "dlpack": dlpacked,
         "transposed": torch.empty_strided((20, 50), (1, 20)).zero_(),  # not a view, not contiguous
+        "inference": inference,
     }
     ptrs = {k: v.data_ptr() for k, v in mine.items()}
     receiver = PeerTransport(T, state_dict=lambda: mine, commit="swap")
@@ -425,7 +428,7 @@ def swap_falls_back_to_copy_where_memory_is_seen() -> None:
     assert "not allocate" in reasons["numpy"] and "exported" in reasons["exported"]
     assert "storage object is held" in reasons["held"] and "shared memory" in reasons["shared"]
     assert "not contiguous" in reasons["transposed"], reasons
-    assert "DLPack" in reasons["dlpack"], reasons
+    assert "DLPack" in reasons["dlpack"] and "inference tensor" in reasons["inference"], reasons
     for k, v in mine.items():
         assert torch.equal(v, donor["b" if k == "a" else k] if k != "b" else donor["b"]), k
         assert (v.data_ptr() == ptrs[k]) == (k != "plain"), k
