@@ -694,7 +694,7 @@ def _swap_refusal(target: torch.Tensor, wire: torch.Tensor, baseline: int) -> st
         return "not a plain strided tensor"
     if target._base is not None:
         return "a view of another tensor"
-    if target.storage_offset() != 0 or not target.is_contiguous() or target.stride() != wire.stride():
+    if target.storage_offset() != 0 or not target.is_contiguous():
         return "not contiguous from the start of its storage"
     if target.grad_fn is not None:
         return "not a leaf of autograd"
@@ -723,11 +723,12 @@ def _swap_refusal(target: torch.Tensor, wire: torch.Tensor, baseline: int) -> st
 
 
 def _take_memory(target: torch.Tensor, wire: torch.Tensor) -> torch.Tensor:
-    """``target`` (the same object, shape and strides) takes ``wire``'s memory; returns a tensor on its old
-    memory, which no one else holds now (``_swap_refusal``): the next heal's buffer."""
+    """``target`` (the same object, shape and strides: contiguous, so the bytes lie as in ``wire``) takes
+    ``wire``'s memory; returns a tensor on its old memory, which no one else holds now
+    (``_swap_refusal``): the next heal's buffer."""
     old = target.untyped_storage()
     target.set_(wire.untyped_storage(), 0, target.shape, target.stride())
-    return torch.empty(0, dtype=target.dtype, device=target.device).set_(old, 0, target.shape, target.stride())
+    return torch.empty(0, dtype=target.dtype, device=target.device).set_(old, 0, target.shape)
 
 
 def _direct(tensor: torch.Tensor, dev: torch.device) -> bool:
