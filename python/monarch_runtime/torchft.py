@@ -728,7 +728,12 @@ def _take_memory(target: torch.Tensor, wire: torch.Tensor) -> torch.Tensor:
     (``_swap_refusal``): the next heal's buffer."""
     old = target.untyped_storage()
     target.set_(wire.untyped_storage(), 0, target.shape, target.stride())
-    return torch.empty(0, dtype=target.dtype, device=target.device).set_(old, 0, target.shape)
+    strides: list[int] = []  # row-major (the tensor is not empty: every size is at least 1)
+    step = 1
+    for size in reversed(target.shape):
+        strides.insert(0, step)
+        step *= size
+    return torch.empty(0, dtype=target.dtype, device=target.device).set_(old, 0, target.shape, strides)
 
 
 def _direct(tensor: torch.Tensor, dev: torch.device) -> bool:
