@@ -443,6 +443,17 @@ class Translator:
 
     def _decide_entry(self, e: Entry) -> _Action:
         ns = e.kind == "namespace"
+        if ns and not e.supported:
+            return _Action(
+                None,
+                (
+                    "unsupported",
+                    f"HIP has no namespace {e.cuda_name}::" + (f" ({e.section})" if e.section else ""),
+                    "rewrite without it, or guard it with #ifndef __HIP_PLATFORM_AMD__",
+                    True,
+                ),
+                ns,
+            )
         if not e.supported or not e.hip_name:
             device_helper = e.library == "device" and not e.cuda_name.startswith("__")
             return _Action(
