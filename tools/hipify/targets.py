@@ -12,7 +12,8 @@ upper bound) and gives them as a ``Target``:
 - ``kernel_args``: HIP function -> (the index of its kernel argument, its fewest and most arguments), for the
   functions that take the kernel as ``const void*`` only (no template overload as CUDA's runtime API has);
 - ``header_defines``: HIP header -> the macro that must be defined before it is included (``HIPBLAS_V2``);
-- ``name_hazards``: CUDA name -> why its translation is not faithful everywhere (a blocking finding at each use).
+- ``name_hazards``: CUDA name -> (why its translation is not faithful everywhere, whether only in device code): a
+  hazard at each use, blocking (in files with device code only, for a device-only one).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ RULES = (
     "kernel-arg",
     "header-define",
     "name-hazard",
+    "device-name-hazard",
 )
 _COLUMNS = ("rule", "key", "hip_from", "hip_before", "value", "source")
 
@@ -60,7 +62,7 @@ class Target:
         self.nodiscard_exempt: frozenset[str] = frozenset()
         self.kernel_args: dict[str, tuple[int, int, int]] = {}
         self.header_defines: dict[str, str] = {}
-        self.name_hazards: dict[str, str] = {}
+        self.name_hazards: dict[str, tuple[str, bool]] = {}
 
     def describe(self) -> dict[str, object]:
         """For the report: what this target changes (see docs/hipify.md, "Targets")."""
@@ -113,7 +115,7 @@ def read_rows(path: Path = TARGETS_DB) -> list[tuple[str, str, Version | None, V
                 f"{path}:{lineno}: bad kernel-arg value {cells[4]!r} (want the argument's index and the arity, "
                 "e.g. '0 3' or '0 4-6')"
             )
-        if cells[0] in ("header-define", "name-hazard") and not cells[4]:
+        if cells[0] in ("header-define", "name-hazard", "device-name-hazard") and not cells[4]:
             raise ToolError(f"{path}:{lineno}: a {cells[0]} row needs a value")
         rows.append((cells[0], cells[1], parse_version(cells[2]), parse_version(cells[3]), cells[4]))
     return rows
@@ -157,8 +159,11 @@ def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
             target.kernel_args[key] = arg
         elif rule == "header-define":
             target.header_defines[key] = value
-        else:
-            target.name_hazards[key] = value
+        else:  # several rows for one name: every reason (device-only when every one is)
+            device_only = rule == "device-name-hazard"
+            known = target.name_hazards.get(key)
+            why = value if known is None else f"{known[0]}; and {value}"
+            target.name_hazards[key] = (why, device_only and (known is None or known[1]))
     target.headers = {key: (value, lowest.get(key)) for key, (value, _) in target.headers.items()}
     target.nodiscard_exempt = frozenset(exempt)
     return target

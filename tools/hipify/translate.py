@@ -170,7 +170,7 @@ class _Action:
         stmt: bool = False,
         *,
         kernel_arg: tuple[int, int, int] | None = None,
-        hazard: str | None = None,
+        hazard: tuple[str, bool] | None = None,
         qualified: tuple[_Qualified, ...] = (),
     ) -> None:
         self.replacement = replacement  # None: leave the name
@@ -765,10 +765,13 @@ class Translator:
             return None
         return True
 
-    def _hazard_finding(self, data: bytes, start: int, end: int, why: str, st: _FileState) -> RawFinding:
-        """A name whose translation is not faithful on every GPU of the target (targets.tsv name-hazard): blocking
-        in a file with device code (host code converts on every GPU's host)."""
-        if st.device is None:
+    def _hazard_finding(
+        self, data: bytes, start: int, end: int, hazard: tuple[str, bool], st: _FileState
+    ) -> RawFinding:
+        """A name whose translation is not faithful on every GPU of the target (targets.tsv name-hazard): blocking;
+        a device-only one in files with device code only."""
+        why, device_only = hazard
+        if device_only and st.device is None:
             st.device = any(marker in data for marker in _DEVICE_CODE)
         target = format_version(self.target.version) or "(newest)"
         return RawFinding(
@@ -777,8 +780,10 @@ class Translator:
             "hazard",
             f"HIP {target}: {why}",
             "keep the translation for other GPUs and write the gfx942 path by hand (guard it with "
-            "#if defined(__gfx942__)), or leave this code out of gfx942 builds",
-            st.device,
+            "#if defined(__gfx942__)), or leave this code out of gfx942 builds"
+            if device_only
+            else "check the values this code can meet, or convert by hand",
+            bool(st.device) or not device_only,
             "name-hazard",
         )
 
@@ -1439,8 +1444,9 @@ _ARG_WS = b" \t\r\n\\"
 
 
 def call_arguments(data: bytes, i: int) -> list[tuple[int, int]] | None:
-    """The arguments of the call whose name ends at ``i``, as spans without their surrounding blanks; ``[]`` when no
-    ``(`` follows (not a call); None when they cannot be parsed (unbalanced, a ``;`` first).
+    """The arguments of the call whose name ends at ``i``, as spans from their first byte that is not blank to the
+    end of their last token that is no comment (so text put after one never lands in a ``//`` comment); ``[]`` when
+    no ``(`` follows (not a call) or the call has none; None when they cannot be parsed (unbalanced, a ``;`` first).
 
     A ``<`` right after an identifier at the call's top level opens a template argument list (``k<T, 4>``): its
     commas do not separate arguments. A misread comparison can only join arguments, which the caller's arity check
@@ -1454,6 +1460,7 @@ def call_arguments(data: bytes, i: int) -> list[tuple[int, int]] | None:
     angle = 0  # template argument lists at the top level
     spans: list[tuple[int, int]] = []
     arg_start = i + 1
+    code_end = -1  # the end of the current argument's last token (-1: none yet)
     j = i + 1
     while j < n:
         c = data[j]
@@ -1462,6 +1469,7 @@ def call_arguments(data: bytes, i: int) -> list[tuple[int, int]] | None:
             while k < n and data[k] != c and data[k] != 0x0A:
                 k += 2 if data[k] == 0x5C else 1
             j = k + 1
+            code_end = j
             continue
         if c == 0x2F and data[j + 1 : j + 2] == b"/":
             nl = data.find(b"\n", j)
@@ -1479,7 +1487,7 @@ def call_arguments(data: bytes, i: int) -> list[tuple[int, int]] | None:
             if depth == 0:
                 if c != 0x29 or angle:
                     return None
-                spans.append((arg_start, j))
+                spans.append((arg_start, code_end))
                 break
             depth -= 1
         elif c == 0x3B:
@@ -1494,19 +1502,22 @@ def call_arguments(data: bytes, i: int) -> list[tuple[int, int]] | None:
             elif c == 0x3E and angle and data[j - 1 : j] != b"-":
                 angle -= 1
             elif c == 0x2C and not angle:
-                spans.append((arg_start, j))
+                spans.append((arg_start, code_end))
                 arg_start = j + 1
+                code_end = -1
+                j += 1
+                continue
+        if c not in _ARG_WS:
+            code_end = j + 1
         j += 1
     else:
         return None
     out = []
     for first, last in spans:
-        a, b = first, last
-        while a < b and data[a] in _ARG_WS:
+        a = first
+        while a < last and data[a] in _ARG_WS:
             a += 1
-        while b > a and data[b - 1] in _ARG_WS:
-            b -= 1
-        out.append((a, b))
+        out.append((a, max(a, last)))
     if len(out) == 1 and out[0][0] == out[0][1]:
         return []  # no arguments
     return out
