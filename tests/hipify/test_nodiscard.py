@@ -4,8 +4,11 @@ written and reported (one note per file: the compiler's warning is HIP's check f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tools.hipify.cli import main
 from tools.hipify.mapping import MappingDatabase
 from tools.hipify.translate import Translator
 
@@ -112,3 +115,15 @@ def test_semantics_unchanged(tr: Translator) -> None:
     out = tr.translate(src).data
     assert out.count(b"(void)") == 3
     assert out.replace(b"(void)", b"") == src.replace(b"cuda", b"hip")
+
+
+@pytest.mark.parametrize("extra", [["--void-discarded"], ["--void-disc"]])  # the fast parse, and argparse's
+def test_the_command_line_option(tmp_path: Path, extra: list[str]) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "k.cu").write_text("void f(void* p) { cudaFree(p); }\n", encoding="utf-8")
+    plain = main([str(src), "-o", str(tmp_path / "plain"), "--hip-version", "6.4", "-q"])
+    voided = main([str(src), "-o", str(tmp_path / "void"), "--hip-version", "6.4", "-q", *extra])
+    assert plain == voided == 0
+    assert b"{ hipFree(p); }" in (tmp_path / "plain" / "k.hip").read_bytes()
+    assert b"{ (void)hipFree(p); }" in (tmp_path / "void" / "k.hip").read_bytes()
