@@ -30,6 +30,10 @@ cudaError_t configure(int* p, cudaStream_t stream) {
   CHECK(cudaFuncGetAttributes(&attr, plain));
   CHECK(cudaFuncGetAttributes(&attr, (void*)plain));
   CHECK(cudaFuncSetCacheConfig(&plain, cudaFuncCachePreferL1));
+  const void* generic = reinterpret_cast<const void*>(plain);  // already void pointers: cast again, harmlessly
+  void* raw = (void*)plain;
+  CHECK(cudaFuncGetAttributes(&attr, generic));
+  CHECK(cudaFuncSetCacheConfig(raw, cudaFuncCachePreferShared));
   CHECK(cudaFuncSetSharedMemConfig(kernels::scale<int, 2>, cudaSharedMemBankSizeDefault));
   int blocks = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernels::scale<float, 4>, 64, 0));
