@@ -127,7 +127,7 @@ def test_file_arguments_and_collisions(tmp_path: Path, write: Write) -> None:
     res = hipify_tree([tmp_path / "one" / "k.cu", tmp_path / "two" / "k.cu"], tmp_path / "out", OPTS)
     assert [f.rule for f in res.findings if f.kind != "note"] == ["output-collision"]
     assert res.blocking == 1
-    assert (tmp_path / "out" / "k.hip").read_bytes() == RUNTIME + b"(void)hipFree(0);\n"
+    assert (tmp_path / "out" / "k.hip").read_bytes() == RUNTIME + b"hipFree(0);\n"
 
 
 def test_never_in_place(tmp_path: Path, write: Write) -> None:
@@ -148,7 +148,7 @@ def test_unreadable_file_is_reported_and_run_goes_on(tmp_path: Path, write: Writ
     write(tmp_path / "src", {"a.cu": "cudaFree(0);\n"})
     (tmp_path / "src" / "dangling.h").symlink_to(tmp_path / "nowhere.h")
     res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
-    assert (tmp_path / "out" / "a.hip").read_bytes() == RUNTIME + b"(void)hipFree(0);\n"
+    assert (tmp_path / "out" / "a.hip").read_bytes() == RUNTIME + b"hipFree(0);\n"
     errors = [f for f in res.findings if f.kind == "error"]
     assert len(errors) == 1 and errors[0].file.name == "dangling.h" and errors[0].blocking
 

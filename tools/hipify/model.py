@@ -30,6 +30,8 @@ class HipifyOptions:
         directory names) or ``"keep"`` (same relative paths, ``.cu`` -> ``.hip`` only).
     lint: run the portability-hazard lint.
     engine: ``"builtin"`` or ``"hipify_torch"`` (the external engine, when importable).
+    void_discarded: write ``(void)`` before calls that discard a ``[[nodiscard]]`` HIP result (``hipError_t``);
+        by default they are left as written and reported (a note), so the compiler's warning still shows.
     """
 
     __slots__ = (
@@ -42,6 +44,7 @@ class HipifyOptions:
         "naming",
         "report_unmapped",
         "translate_comments_and_strings",
+        "void_discarded",
     )
 
     def __init__(
@@ -56,6 +59,7 @@ class HipifyOptions:
         lint: bool = True,
         engine: str = "builtin",
         report_unmapped: bool = True,
+        void_discarded: bool = False,
     ) -> None:
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
@@ -66,6 +70,7 @@ class HipifyOptions:
         self.lint = lint
         self.engine = engine
         self.report_unmapped = report_unmapped
+        self.void_discarded = void_discarded
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
