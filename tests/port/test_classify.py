@@ -11,6 +11,7 @@ import pytest
 from _roots import require_root, run_in_root
 
 from tools.hipify.mapping import load_database
+from tools.hipify.model import KINDS
 from tools.port.classify import CLASSES, Classifier, Project, diagnostic_rules, header_table, lookup_header
 
 # A stand-in for <ROCm>/include/hip: what HIP declares (the classifier reads identifiers from it).
@@ -346,6 +347,14 @@ def test_port_inside_a_root_targets_its_hip_and_names_the_cause(tmp_path: Path, 
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
     jsonschema.validate(found, schema)
+
+
+def test_report_schema_knows_every_finding_kind() -> None:
+    """Every kind hipify writes (notes too) and the port's own compile kind."""
+    repo = Path(__file__).resolve().parents[2]
+    schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
+    kinds = schema["properties"]["findings"]["items"]["properties"]["kind"]["enum"]
+    assert kinds == [*KINDS, "compile"]
 
 
 def test_report_schema_knows_every_class() -> None:
