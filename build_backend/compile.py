@@ -122,7 +122,10 @@ def build_bridge(
             + (f"-mcode-object-version={toolchain.code_object_version}" if toolchain.code_object_version else ""),
             f"-DMONARCH_GLIBC_GUARD={GLIBC_GUARD if toolchain.glibc_guard else ''}",
         ]
-    env = {**environ, **toolchain.env}
+    # The compiler cache (detection's choice: toolchain/launcher.py), passed for every language the project
+    # enables, empty for none, so a reconfigured build directory never keeps an old one.
+    args += toolchain.launchers.cmake_definitions(("CXX", "CUDA" if toolchain.platform == "cuda" else "HIP"))
+    env = {**environ, **toolchain.env, **toolchain.launchers.tool_env(layout.source, layout.build, environ)}
     fix = "Check the compiler messages above; `python -m tools check` compiles csrc/ for both platforms."
     with log.stage("configure", f"CMake for {toolchain.platform} ({', '.join(toolchain.archs)})"):
         run(args, env=env, tmpdir=layout.tmp, what="CMake configure of the C++ bridge", fix=fix)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from build_backend import compile as compile_stage
-from build_backend import hipify_stage, log, repair, rust, variant, wheel
+from build_backend import compiler_cache, hipify_stage, log, repair, rust, variant, wheel
 from build_backend.lock import build_lock
 from build_backend.paths import Layout, make_layout
 from buildcore import kernels, settings, toolchain
@@ -145,10 +145,13 @@ def payload_built(
             )
             + (f"; host: {tc.host.describe()}" if tc.host else "")
         )
+    if tc.launchers.cmake or tc.launchers.rustc or tc.launchers.notes:
+        log.info(f"detect: compiler launchers: {tc.launchers.describe()}")
     layout = make_layout(source, opts.build_dir, tc.platform)
     log.info(f"build directory: {layout.build}")
     registered = kernels.read_manifest(layout.csrc)  # validated before anything is compiled
     with build_lock(layout.build), private_tmpdir(layout.tmp):
+        compiler_cache.start_servers(tc.launchers, environ)
         bridge_dir = None
         if tc.platform != "cpu":
             sources = hipify_stage.prepare(tc, layout, opts, registered)

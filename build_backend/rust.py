@@ -72,6 +72,10 @@ def build_extension(
     if toolchain.platform == "rocm" and toolchain.root is not None and toolchain.lib_dir is not None:
         env["MONARCH_ROCM_PATH"] = os.fspath(toolchain.root)
         env["MONARCH_HIP_LIB_DIR"] = os.fspath(toolchain.lib_dir)
+    # The compiler cache (toolchain/launcher.py): RUSTC_WRAPPER, and CC for the cc crate in rocm_compat's build
+    # script, wrapping the C compiler as set so far (the user's CC, or none: the cc crate's `cc`).
+    env.update(toolchain.launchers.rust_env(env))
+    env.update(toolchain.launchers.tool_env(layout.source, layout.build, environ))
     link_args: list[str] = []
     if toolchain.rpaths:
         link_args = ["-C", f"link-arg=-Wl,--enable-new-dtags,-rpath,{':'.join(toolchain.rpaths)}"]

@@ -19,6 +19,9 @@ from pathlib import Path
 from buildcore.errors import BuildError
 
 PLATFORMS = ("auto", "cpu", "cuda", "rocm")
+# The compiler caches the compiler-launcher setting knows (buildcore/toolchain/launcher.py finds them).
+COMPILER_LAUNCHERS = ("ccache", "sccache")
+_LAUNCHER_OFF = frozenset({"none", "", "false", "no", "off", "0"})
 
 # key -> (description, default shown in docs)
 KEYS: dict[str, str] = {
@@ -30,6 +33,8 @@ KEYS: dict[str, str] = {
     "jobs": "parallel compile jobs (default: the number of CPUs)",
     "repair": "true runs auditwheel for a truthful manylinux tag (default); false keeps a local linux_* tag",
     "variant": "auto | hash | LABEL: a WheelNext variant wheel with *.dist-info/variant.json (default: a plain wheel)",
+    "compiler-launcher": "ccache | sccache | none: a compiler cache in front of the bridge's compilers and rustc "
+    "(default none; CMAKE_<LANG>_COMPILER_LAUNCHER and RUSTC_WRAPPER in the environment win for their language)",
 }
 
 _ARCH = re.compile(r"^[A-Za-z0-9_:+\-]+$")
@@ -56,6 +61,7 @@ class Settings:
     jobs: int | None = None
     repair: bool = True
     variant: str | None = None  # None: a plain wheel; else auto, hash or a variant label (variant.py)
+    compiler_launcher: str | None = None  # None: none; else ccache or sccache (found by toolchain/launcher.py)
     sources: Mapping[str, str] | None = None  # key -> where its value came from, for messages
 
     def origin(self, key: str) -> str:
@@ -154,6 +160,8 @@ def load(
             fields["jobs"] = int(text)
         elif key == "variant":
             fields["variant"] = parse_variant(text, origin)
+        elif key == "compiler-launcher":
+            fields["compiler_launcher"] = parse_compiler_launcher(text, origin)
     fields["sources"] = {k: origin for k, (_, origin) in raw.items()}
     return Settings(**fields)  # type: ignore[arg-type]
 
@@ -162,6 +170,22 @@ def _check_key(key: str, origin: str) -> None:
     if key not in KEYS:
         valid = "\n".join(f"  {k}: {desc}" for k, desc in KEYS.items())
         raise BuildError(f"unknown setting {key!r} in {origin}. The valid settings are:\n{valid}")
+
+
+def parse_compiler_launcher(text: str, origin: str) -> str | None:
+    """The ``compiler-launcher`` setting: ccache or sccache, or None for none (also an empty value or
+    false/no/off/0). Whether the program is there is detection's question (toolchain/launcher.py)."""
+    choice = text.strip().lower()
+    if choice in _LAUNCHER_OFF:
+        return None
+    if choice in COMPILER_LAUNCHERS:
+        return choice
+    raise BuildError(
+        f"compiler-launcher={text!r} (from {origin}) is not a compiler cache this build knows: use "
+        f"{' or '.join(COMPILER_LAUNCHERS)} (or none). Another program can still be put in front of the "
+        "compilers with CMAKE_<LANG>_COMPILER_LAUNCHER (LANG = CXX, CUDA or HIP) and RUSTC_WRAPPER in the "
+        "environment."
+    )
 
 
 def parse_variant(text: str, origin: str) -> str | None:

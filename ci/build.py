@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import tempfile
 import time
@@ -25,7 +26,14 @@ MODES = ("venv", "pip", "none")
 
 
 def build_argv(
-    python: str, row: Row, outdir: Path, archs: Sequence[str], *, isolation: bool, build_dir: Path | None = None
+    python: str,
+    row: Row,
+    outdir: Path,
+    archs: Sequence[str],
+    *,
+    isolation: bool,
+    build_dir: Path | None = None,
+    launcher: str | None = None,
 ) -> list[str]:
     # --config-settings, not -C: the build python's bundled pip may predate -C (pip 23.1).
     argv = [python, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "-w", str(outdir)]
@@ -34,6 +42,8 @@ def build_argv(
         argv += ["--config-settings", f"archs={';'.join(archs)}"]
     if build_dir is not None:
         argv += ["--config-settings", f"build-dir={build_dir.resolve()}"]
+    if launcher is not None:
+        argv += ["--config-settings", f"compiler-launcher={launcher}"]
     if not isolation:
         argv.append("--no-build-isolation")
     return argv
@@ -108,14 +118,26 @@ def build(
     if row.in_root:
         bdir = (build_dir or roots.default_build_dir(row)).resolve()
         out = outdir.resolve()
-        argv = build_argv(roots.ROOT_BUILD_PYTHON, row, out, chosen_archs, isolation=False, build_dir=bdir)
-        wheel = roots.build(row, matrix, argv, outdir=out, build_dir=bdir, tc_dir=tc_dir)
+        root_cache = roots.cache_in_root(matrix.compiler_cache, os.environ, row, matrix, tc_dir)
+        argv = build_argv(
+            roots.ROOT_BUILD_PYTHON,
+            row,
+            out,
+            chosen_archs,
+            isolation=False,
+            build_dir=bdir,
+            launcher=root_cache.launcher if root_cache else None,
+        )
+        wheel = roots.build(row, matrix, argv, outdir=out, build_dir=bdir, tc_dir=tc_dir, cache=root_cache)
         return repair(wheel, row.flavour.repair, outdir) if row.flavour.repair else wheel
     mode = mode or "venv"
     exe = python or pythons.find(matrix.build_python)
     if exe is None:
         raise CIError(f"no python{matrix.build_python} to build with; pass --build-python.")
     env = toolchains.build_env(row, matrix, tc_dir)
+    cache = toolchains.compiler_cache(matrix.compiler_cache)
+    if cache is not None:
+        env.update(cache.env)
     for key, value in sorted(env.items()):
         proc.log(f"env {key}={value}")
     if mode == "venv":
@@ -129,11 +151,14 @@ def build(
             chosen_archs,
             isolation=mode == "pip",
             build_dir=build_dir,
+            launcher=cache.launcher if cache else None,
         ),
         env=env,
         cwd=REPO_ROOT,
         what=f"building the {row.name} wheel",
     )
+    if cache is not None:
+        proc.run(cache.stats, env=env, check=False, what=f"{cache.launcher}'s statistics")
     wheels = sorted(set(outdir.glob("*.whl")) - before)
     if len(wheels) != 1:
         raise CIError(f"the build wrote {len(wheels)} wheels into {outdir}, expected exactly one.", exit_code=1)

@@ -19,6 +19,9 @@ HEADER = (
 )
 # Sources whose change must invalidate the compiler cache key's exact match (restore-keys still reuse).
 CACHE_INPUTS = ("csrc/**", "rust/**", "buildcore/**", "build_backend/**", "tools/**", "pyproject.toml", "Cargo.lock")
+# The compiler cache's directory and size variables (the build goes through it: `ci build` passes
+# -C compiler-launcher=<it> and prints its statistics).
+CACHE_VARIABLES = {"sccache": ("SCCACHE_DIR", "SCCACHE_CACHE_SIZE"), "ccache": ("CCACHE_DIR", "CCACHE_MAXSIZE")}
 DIST = "dist"
 WHEELHOUSE = "wheelhouse"
 
@@ -52,9 +55,10 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
     if image is None and not row.in_root:
         raise CIError(f"{matrix.path}: [flavour.{fl.name}].image has no entry for arch {row.arch!r}.")
     cache_dir = f".ci-cache/{matrix.compiler_cache}"
-    cache_var = "SCCACHE_DIR" if matrix.compiler_cache == "sccache" else "CCACHE_DIR"
+    cache_var, size_var = CACHE_VARIABLES[matrix.compiler_cache]
     hash_args = ", ".join(f"'{p}'" for p in CACHE_INPUTS)
     key_prefix = f"{matrix.compiler_cache}-{row.name}-"
+    cache_step = f"Restore the compiler cache ({matrix.compiler_cache}, this row's; saved when the job ends)"
     tc = matrix.toolchains[fl.toolchain]
     if row.in_root:
         # No container: the runner itself makes the root (ci/rocm-root.sh, as on a developer machine) and
@@ -90,12 +94,13 @@ def _row_job(row: Row, matrix: Matrix) -> list[str]:
         "    env:",
         f"      CI_ROW: {q(row.name)}",
         f"      {cache_var}: {q(cache_dir)}",
+        f"      {size_var}: {q(matrix.compiler_cache_size)}",
         "    steps:",
         *_checkout(matrix),
         *bootstrap,
         "        run: |",
         *_block(matrix.bootstraps[fl.bootstrap], 10),
-        "      - name: Restore the compiler cache",
+        f"      - name: {q(cache_step)}",
         f"        uses: {_uses(matrix, 'cache')}",
         "        with:",
         f"          path: {q(cache_dir)}",
@@ -162,7 +167,7 @@ def _premerge_job(matrix: Matrix) -> list[str]:
 
 
 def render(matrix: Matrix) -> str:
-    if matrix.compiler_cache not in ("sccache", "ccache"):
+    if matrix.compiler_cache not in CACHE_VARIABLES:
         raise CIError(f"{matrix.path}: [workflow].compiler_cache must be sccache or ccache.")
     lines = [
         HEADER.rstrip("\n"),

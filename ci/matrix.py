@@ -131,6 +131,7 @@ class Matrix:
     bootstraps: Mapping[str, str]
     workflow_file: str
     compiler_cache: str
+    compiler_cache_size: str
     tools: tuple[str, ...]
     rust_toolchain: str
     timeout_minutes: int
@@ -460,6 +461,7 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         bootstraps=bootstraps,
         workflow_file=_str(path, workflow, "file", "[workflow]"),
         compiler_cache=_str(path, workflow, "compiler_cache", "[workflow]"),
+        compiler_cache_size=_str(path, workflow, "compiler_cache_size", "[workflow]"),
         tools=_strs(path, workflow, "tools", "[workflow]"),
         rust_toolchain=_str(path, workflow, "rust_toolchain", "[workflow]"),
         timeout_minutes=timeout,

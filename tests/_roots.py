@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _support import SOURCE_DATE_EPOCH, TOOLCHAINS
 
-from ci.roots import run_argv
+from ci.roots import RootCache, run_argv
 
 ROCM_ROOT_VERSIONS = ("6.4", "7.2")
 
@@ -58,10 +58,11 @@ def run_in_root(
     cwd: Path | None = None,
     timeout: float = 900,
     check: bool = False,
+    path_front: Sequence[Path] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` inside the root of ROCm ``version``; ``binds`` appear there at the same paths. The
-    environment inside is clean (see ci/rocm-root.sh) plus ``env``."""
-    cmd = run_argv(require_root(version), argv, binds=binds, ro_binds=ro_binds, env=env, cwd=cwd)
+    environment inside is clean (see ci/rocm-root.sh) plus ``env``; ``path_front`` goes first on PATH."""
+    cmd = run_argv(require_root(version), argv, binds=binds, ro_binds=ro_binds, env=env, cwd=cwd, path_front=path_front)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -99,15 +100,36 @@ def make_amd_layout(version: str, dest: Path) -> Path:
 
 
 def build_in_root(
-    version: str, source: Path, out: Path, build_dir: Path, binds: Sequence[Path], rocm: Mapping[str, str]
+    version: str,
+    source: Path,
+    out: Path,
+    build_dir: Path,
+    binds: Sequence[Path],
+    rocm: Mapping[str, str],
+    *,
+    cache: RootCache | None = None,
 ) -> RootBuild:
     """``pip wheel`` of ``source`` inside the root (no build isolation: the root's venv has the build tools),
-    with ``rocm`` (ROCM_HOME=/usr, or ROCM_PATH=...) selecting the installation."""
+    with ``rocm`` (ROCM_HOME=/usr, or ROCM_PATH=...) selecting the installation; through ``cache``'s compiler
+    cache (-C compiler-launcher=..., its variables, mounts and PATH, and its ``after`` shell) when given."""
     out.mkdir(parents=True, exist_ok=True)
     argv = ["python", "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(out), "-v"]
     argv += ["-C", f"build-dir={build_dir}"]
     env = {**BUILD_ENV[version], **rocm, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
-    proc = run_in_root(version, argv, binds=binds, env=env, cwd=source)
+    if cache is not None:
+        argv += ["-C", f"compiler-launcher={cache.launcher}"]
+        env.update(cache.env)
+        if cache.after:
+            argv = ["sh", "-c", f'status=0; "$@" || status=$?; {cache.after}; exit $status', "sh", *argv]
+    proc = run_in_root(
+        version,
+        argv,
+        binds=[*binds, *(cache.binds if cache else ())],
+        ro_binds=cache.ro_binds if cache else (),
+        env=env,
+        cwd=source,
+        path_front=cache.path if cache else (),
+    )
     wheels = sorted(out.glob("*.whl"))
     wheel = wheels[0] if proc.returncode == 0 and len(wheels) == 1 else None
     return RootBuild(version, wheel, proc.stdout + proc.stderr, build_dir, source)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from buildcore.errors import BuildError
-from buildcore.toolchain import model, rocm
+from buildcore.toolchain import launcher, model, rocm
 from buildcore.toolchain.model import Toolchain, env_path
 
 if TYPE_CHECKING:
@@ -23,7 +23,13 @@ __all__ = ["Toolchain", "choose_platform", "detect"]
 
 
 def detect(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
-    """The toolkit and its archs, then the host compilers and Rust's linker (:mod:`buildcore.toolchain.host`)."""
+    """The toolkit and its archs, then the host compilers and Rust's linker (:mod:`buildcore.toolchain.host`),
+    then the compiler launchers (:mod:`buildcore.toolchain.launcher`)."""
+    toolkit = _detect_toolkit(settings, environ)
+    return replace(toolkit, launchers=launcher.resolve(settings, environ, toolkit.platform, toolkit.version))
+
+
+def _detect_toolkit(settings: Settings, environ: Mapping[str, str]) -> Toolchain:
     from buildcore.toolchain import host  # noqa: PLC0415 - runs tools: not on tools/hipify's start-up path
 
     platform = choose_platform(settings, environ)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildcore.errors import BuildError
+from buildcore.toolchain.launcher import Launchers
 
 # The variables that select a toolkit (ROCm's are in rocm.py); choose_platform reads both.
 CUDA_ENV = ("CUDA_HOME", "CUDA_PATH")
@@ -78,11 +79,14 @@ class Toolchain:
     lib_dir: Path | None = None  # cudart_static (CUDA) or libamdhip64 (ROCm)
     device_lib_dir: Path | None = None  # ROCm device bitcode
     env: Mapping[str, str] = field(default_factory=dict)  # set for every compiler run
+    launchers: Launchers = field(default_factory=Launchers)  # compiler caches (toolchain/launcher.py)
     # ROCm only:
     layout: str | None = None  # which installation layout matched (rocm.LAYOUTS)
     runtime_soname: str | None = None  # libamdhip64.so.N, what the wheel needs on the target
     code_object_version: int | None = None  # -mcode-object-version for every device compile
     glibc_guard: bool = False  # host code compiled against glibc >= 2.38: keep its C23 redirects out
+    # the ROCm libraries installed in the root (rocm.LIBRARIES: hipCUB, hipBLAS, ...) and their include directories
+    libraries: tuple[tuple[str, Path], ...] = ()
     host: HostTools | None = None  # host compilers and Rust's linker (None: not detected, e.g. in unit tests)
 
     @property

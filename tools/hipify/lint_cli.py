@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     # (an output directory that cannot hold a source: nothing is written there)
     srcs, roots = _walk(args.sources, _abs(Path("/nonexistent-hipify-lint-output")))
     srcs = [s for s in srcs if not s.is_dir_root or s.path.suffix.lower() in SOURCE_SUFFIXES]
-    key: Key = (overrides, version, False, True, False, ())
+    key: Key = (overrides, version, False, True, False, False, ())
     tr = _translator(*key)  # validates the override file early
     paths = [s.key for s in srcs]
     procs = [_process(path, True, key, True) for path in paths]

@@ -5,7 +5,7 @@ Plain classes (no ``dataclasses``/``typing`` import) so that ``import tools.hipi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 LAUNCH_STYLES = ("keep", "hipLaunchKernelGGL")
@@ -35,6 +35,8 @@ class HipifyOptions:
         (tools/hipify/scope.py).
     cuda_units: the suffixes of the files the build compiles as CUDA (``(".cu",)``; the build backend, which
         compiles every source as HIP, passes its own): blocking findings count in them and the headers they include.
+    void_discarded: write ``(void)`` before calls that discard a ``[[nodiscard]]`` HIP result (``hipError_t``);
+        by default they are left as written and reported (a note), so the compiler's warning still shows.
     """
 
     __slots__ = (
@@ -49,6 +51,7 @@ class HipifyOptions:
         "naming",
         "report_unmapped",
         "translate_comments_and_strings",
+        "void_discarded",
     )
 
     def __init__(
@@ -65,6 +68,7 @@ class HipifyOptions:
         report_unmapped: bool = True,
         defines: Sequence[tuple[str, str | None]] = (),
         cuda_units: Sequence[str] = (".cu",),
+        void_discarded: bool = False,
     ) -> None:
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
@@ -77,6 +81,7 @@ class HipifyOptions:
         self.report_unmapped = report_unmapped
         self.defines = tuple((str(n), None if v is None else str(v)) for n, v in defines)
         self.cuda_units = tuple(str(s).lower() for s in cuda_units)
+        self.void_discarded = void_discarded
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -180,6 +185,7 @@ class HipifyResult:
         "findings",
         "generated",
         "hip_version",
+        "includes",
         "outputs",
         "removed",
         "roles",
@@ -208,6 +214,7 @@ class HipifyResult:
         roles: Mapping[Path, str] | None = None,
         skipped: int = 0,
         defines: Sequence[tuple[str, str | None]] = (),
+        includes: Mapping[Path, Sequence[Path]] | None = None,
     ) -> None:
         self.outputs: dict[Path, Path] = dict(outputs)
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
@@ -224,11 +231,17 @@ class HipifyResult:
         self.roles: dict[Path, str] = dict(roles or {})  # source -> cuda-unit | cuda-header | other (scope.py)
         self.skipped = skipped  # findings in branches the ROCm build does not compile (not reported)
         self.defines = list(defines)  # the build's -D/-U the branches were decided with
+        # the project files each source includes, as the tree pass resolved its #include lines (sources only)
+        self.includes: dict[Path, list[Path]] = {k: list(v) for k, v in (includes or {}).items()}
 
     @property
     def blocking(self) -> int:
         """Number of blocking findings: anything unportable that remains (what ``--strict`` fails on)."""
         return sum(1 for f in self.findings if f.blocking)
+
+    def reached(self, starts: Iterable[Path]) -> set[Path]:
+        """``starts`` and every project file they include, transitively (the files a translation unit reads)."""
+        return included_closure(self.includes, starts)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in KINDS}
@@ -265,5 +278,19 @@ class HipifyResult:
             "blocking": self.blocking,
             "skipped": self.skipped,
             "findings": [f.to_json() for f in self.findings],
+            "includes": {str(k): [str(t) for t in v] for k, v in sorted(self.includes.items())},
             "seconds": round(self.seconds, 4),
         }
+
+
+def included_closure(includes: Mapping[Path, Sequence[Path]], starts: Iterable[Path]) -> set[Path]:
+    """``starts`` and every file reachable from them through ``includes`` (a file -> the files its #include lines
+    resolve to: ``HipifyResult.includes``, or the ``includes`` of a hipify report)."""
+    seen = set(starts)
+    todo = list(seen)
+    while todo:
+        for target in includes.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen

@@ -140,8 +140,8 @@ def _output_rel(rel: str, changed: bool, naming: str, taken: frozenset[str] | se
 
 
 # -- per-file work (runs in worker processes too) --------------------------------------------------------
-# (overrides, hip_version, comments, unmapped, launch, the project's constant lane masks)
-Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
+# (overrides, hip_version, comments, unmapped, launch, (void) for discarded results, the project's constant lane masks)
+Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
 #: headers whose constant lane masks count for every file (tools/hipify/masks.py)
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp"})
 
@@ -153,6 +153,7 @@ def _translator(  # noqa: PLR0917
     comments: bool,
     unmapped: bool,
     launch: bool,
+    void_discarded: bool = False,
     project_masks: tuple[tuple[str, str, int, int, bool], ...] = (),
 ) -> Translator:
     db = load_database(Path(overrides) if overrides else None)
@@ -163,6 +164,7 @@ def _translator(  # noqa: PLR0917
         report_unmapped=unmapped,
         launch=launch,
         project_masks=project_masks,
+        void_discarded=void_discarded,
     )
 
 
@@ -200,7 +202,7 @@ def _project_mask_pass(
     ]
     if not redo:
         return procs, set()
-    again = {r.path: r for r in _process_batch(redo, (*key[:5], table), lint)}
+    again = {r.path: r for r in _process_batch(redo, (*key[:6], table), lint)}
     for p in procs:
         r = again.get(p.path)
         if r is not None:
@@ -345,7 +347,7 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res.directives = fr.directives
     res.simd_used = fr.simd_used
     res.simd_defined = fr.simd_defined
-    res.device = insert.has_device_code(data, fr.comment_spans)
+    res.device = fr.device
     suffix = os.path.splitext(path)[1].lower()
     if suffix != ".cu" and (res.facts & (insert.USES_DEVICE | insert.USES_API) or fr.simd_used):
         res.guard = insert.guard_line(
@@ -490,6 +492,7 @@ def _options_key(
         options.translate_comments_and_strings,
         options.report_unmapped,
         options.launch_style == "hipLaunchKernelGGL",
+        options.void_discarded,
         masks,
     )
 
@@ -1087,6 +1090,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         roles={s.path: where.role.get(s.key, scope.OTHER) for s in srcs},
         skipped=where.skipped,
         defines=opts.defines,
+        includes={by_key[k][0].path: list(dict.fromkeys(t.path for _i, t, _h in v)) for k, v in resolved.items()},
     )
 
 
@@ -1201,6 +1205,8 @@ class _Scope:
             kind, reason, sugg, blocking = raw_kind, raw_reason, raw_sugg, raw_blocking
             if kind == "unmapped" and name in project_macros:
                 continue  # the project's own macro, not a CUDA API name
+            if rule == "namespace" and name.split("::", 1)[0] in project_macros:
+                continue  # a namespace of the project's own (namespace cuda { ... })
             if rule == "cuda-only-header" and (
                 name in self.own_includes.get(key, ()) or os.path.isfile(os.path.join(os.path.dirname(key), name))
             ):

@@ -5,7 +5,8 @@ from it), whose message is matched against ``data/diagnostics.tsv``; the row's h
 message's subject (a header, a name, a member, a call) against what is known about it:
 
 - the mapping database (tools/hipify: HIPIFY's tables, which say which CUDA names HIP lacks),
-- ``data/headers.tsv`` (which ROCm, CUDA-only or third-party package provides a header),
+- ``data/headers.tsv`` (which ROCm or third-party package provides a header) and hipify's table of CUDA headers
+  with no HIP counterpart (tools/hipify/headers.py: the one table hipify's finding comes from too),
 - the names HIP's own headers declare (the ROCm root's ``include/hip``),
 - the project: which files include the unit, where a name is defined, under which ``#if``.
 
@@ -707,12 +708,15 @@ class Classifier:
             )
         in_project = self.project.find(header, None)
         if in_project is not None:
-            rel = in_project.as_posix()[: -len(header) - 1] or "/"
+            # the directory to give with -I: the user's (the CUDA source's) when its path ends in the spelling too
+            original = self.project.origin.get(in_project, in_project).as_posix()
+            base = original if original.endswith("/" + header) else in_project.as_posix()
+            rel = base[: -len(header) - 1] or "/"
             return self._cause(
                 "missing-header",
                 header,
                 f"'{header}' is the project's own {self.project.shown(in_project)}, but not on the include path",
-                f"add -I{rel} to the compile (or include it with a path relative to the includer)",
+                f"add -I {rel} (tools port -I DIR; or include it with a path relative to the includer)",
                 root,
             )
         if _CUDA_HEADER.match(header):
@@ -727,7 +731,7 @@ class Classifier:
             "missing-header",
             header,
             f"'{header}' was found nowhere on the include path, and no known package provides it",
-            "install the package that provides it, or add its directory with -I",
+            "install the package that provides it, or add its directory with -I DIR (tools port -I DIR)",
             root,
         )
 
