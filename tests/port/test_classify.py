@@ -11,7 +11,7 @@ import pytest
 from _roots import require_root, run_in_root
 
 from tools.hipify.mapping import load_database
-from tools.hipify.model import KINDS
+from tools.hipify.model import KINDS, Finding
 from tools.port.classify import CLASSES, Classifier, Project, diagnostic_rules, header_table, lookup_header
 
 # A stand-in for <ROCm>/include/hip: what HIP declares (the classifier reads identifiers from it).
@@ -356,6 +356,22 @@ def test_report_schema_knows_every_finding_kind() -> None:
     schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
     kinds = schema["properties"]["findings"]["items"]["properties"]["kind"]["enum"]
     assert kinds == [*KINDS, "compile"]
+
+
+def test_report_schema_findings_are_hipifys() -> None:
+    """The port's findings are hipify's (Finding.to_json): the same fields, required alike, of the same types, as
+    hipify's report schema has them; and every field Finding.to_json writes."""
+    repo = Path(__file__).resolve().parents[2]
+    port = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
+    hipify = json.loads((repo / "tools" / "hipify" / "data" / "report.schema.json").read_text())
+    ours = port["properties"]["findings"]["items"]
+    theirs = hipify["properties"]["findings"]["items"]
+    assert sorted(ours["required"]) == sorted(theirs["required"])
+    assert sorted(ours["properties"]) == sorted(theirs["properties"])
+    for name, prop in theirs["properties"].items():
+        assert ours["properties"][name].get("type") == prop.get("type"), name
+    written = Finding(Path("/k.cu"), 1, 1, "x", kind="note", reason="", suggestion="", blocking=False).to_json()
+    assert sorted(written) == sorted(ours["required"])
 
 
 def test_report_schema_knows_every_class() -> None:
