@@ -268,11 +268,16 @@ def blocking_outside_units(
 
 
 # -- engines ---------------------------------------------------------------------------------------------------
-def run_ours(corpus: Path, out: Path, hip: str) -> tuple[float, dict[str, str], dict[str, object]]:
+def run_ours(
+    corpus: Path, out: Path, hip: str, defines: Sequence[str] = ()
+) -> tuple[float, dict[str, str], dict[str, object]]:
+    """``python -m tools hipify`` over ``corpus``, told the build's ``defines`` (NAME or NAME=VALUE) as the compile
+    gets them: findings in the branches they decide against are not reported (tools/hipify/scope.py)."""
     report = out.parent / f"{out.name}.report.json"
     if out.exists():
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "tools", "hipify", str(corpus), "-o", str(out), "--hip-version", hip]
+    cmd += [f"-D{d}" for d in defines]
     cmd += ["--report", str(report), "-q"]
     t = time.perf_counter()
     subprocess.run(cmd, cwd=REPO, check=True, stderr=subprocess.DEVNULL)
@@ -824,7 +829,7 @@ class CorpusRun:
         report: dict[str, object] = {}
         if "ours" in self.engines:
             out = self.work / f"ours-{hip}"
-            took, mapping, report = run_ours(corpus, out, hip)
+            took, mapping, report = run_ours(corpus, out, hip, self.profile.defines)
             self.timing[f"ours {hip}"] = took
             print(f"  ours (HIP {hip})  translated in {took:6.2f} s wall", flush=True)
             mappings = {"ours": mapping, **mappings}

@@ -144,3 +144,16 @@ def test_the_compile_cache_keeps_what_an_interrupted_run_wrote(tmp_path: Path) -
     )
     assert pq.read_cache(cache) == {"a": {"rc": 0}, "b": {"rc": 1}}
     assert pq.read_cache(tmp_path / "none.jsonl") == {}
+
+
+def test_ours_translates_with_the_build_defines(tmp_path: Path) -> None:
+    """Ours is told the corpus's CUDA-build defines (-D), as its compiles are: a blocking finding in a branch they
+    decide against is not reported (counted as skipped)."""
+    corpus = tmp_path / "d"
+    corpus.mkdir()
+    (corpus / "k.cu").write_text("#ifndef MINI_NEW_API\n__global__ void k() { cudaFooBar(); }\n#endif\n")
+    _took, _mapping, plain = pq.run_ours(corpus, tmp_path / "plain", "6.4")
+    assert plain["blocking"] == 1 and plain["skipped"] == 0 and plain["defines"] == []
+    _took, _mapping, told = pq.run_ours(corpus, tmp_path / "told", "6.4", ["MINI_NEW_API", "LEVEL=2"])
+    assert told["blocking"] == 0 and told["skipped"] == 1
+    assert told["defines"] == ["-DMINI_NEW_API=1", "-DLEVEL=2"]
