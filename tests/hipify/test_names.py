@@ -93,6 +93,19 @@ def test_fp8_hazard_does_not_block_host_code(db: MappingDatabase) -> None:
     assert findings(res, "name-hazard") == [("hazard", "__nv_fp8_e4m3", False)]
 
 
+def test_fp8_hazard_device_code_is_the_files_code_not_its_comments(db: MappingDatabase) -> None:
+    """Device code is what insert.has_device_code sees (the roles use it too): outside comments and literals, and
+    anywhere in the file, also after the name."""
+    host = (
+        b"// a __device__ twin lives in k.cu\n"
+        b"unsigned char f(float x) { return __nv_fp8_e4m3(x).__x; }\n"
+        b'const char* s = "__global__";\n'
+    )
+    assert findings(tr(db, (7, 2)).translate(host), "name-hazard") == [("hazard", "__nv_fp8_e4m3", False)]
+    later = b"unsigned char f(float x) { return __nv_fp8_e4m3(x).__x; }\n__device__ int g() { return 0; }\n"
+    assert findings(tr(db, (7, 2)).translate(later), "name-hazard") == [("hazard", "__nv_fp8_e4m3", True)]
+
+
 def test_fp8_e5m2_infinities_block_everywhere_where_hip_reads_them_as_finite(db: MappingDatabase) -> None:
     src = b"#include <cuda_fp8.h>\nfloat f(__nv_fp8_e5m2 x) { return float(x); }\n"
     old = tr(db, (6, 4)).translate(src)
