@@ -725,9 +725,12 @@ def _swap_refusal(target: torch.Tensor, wire: torch.Tensor, baseline: int) -> st
 def _take_memory(target: torch.Tensor, wire: torch.Tensor) -> torch.Tensor:
     """``target`` (the same object, shape and strides: contiguous, so the bytes lie as in ``wire``) takes
     ``wire``'s memory; returns a tensor on its old memory, which no one else holds now
-    (``_swap_refusal``): the next heal's buffer."""
+    (``_swap_refusal``): the next heal's buffer. ``wire`` lets go of the memory it gave (it is left
+    empty): whatever still holds the wire tensor object, a frame or a cycle the garbage collector has
+    not reached yet, must not count as a second user of ``target``'s memory at the next heal."""
     old = target.untyped_storage()
     target.set_(wire.untyped_storage(), 0, target.shape, target.stride())
+    wire.set_()
     strides: list[int] = []  # row-major (the tensor is not empty: every size is at least 1)
     step = 1
     for size in reversed(target.shape):
