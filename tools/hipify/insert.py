@@ -263,7 +263,7 @@ def render(
     simd_path: str | None = None,
     own_guard: bool = False,
 ) -> bytes:
-    """The lines to insert: the macro (guarded), then ``#include <runtime>`` and ``#include "simd_path"`` (the SIMD
+    """The lines to insert: the macro (guarded), then ``#include <runtime>`` and ``#include "simd_path"`` (the
     compat header, relative to the file), inside ``#ifdef __HIPCC__`` with ``own_guard`` (a file whose CUDA code
     only a CUDA compiler sees, in several branches: a host compiler must not see the include either)."""
     eol = "\r\n" if crlf else "\n"
@@ -278,7 +278,7 @@ def render(
     if runtime:
         includes.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
     if simd_path:
-        includes.append(f'#include "{simd_path}"  // [hipify] CUDA SIMD intrinsics HIP lacks (__vsub4, ...)')
+        includes.append(f'#include "{simd_path}"  // [hipify] CUDA functions HIP lacks (SIMD intrinsics, cache hints)')
     if includes and own_guard:
         includes = [
             "#ifdef __HIPCC__  // [hipify] this file's CUDA code is for CUDA/HIP compilers only",

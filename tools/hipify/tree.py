@@ -1022,13 +1022,13 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
             records[s.key] = record
 
-        # The SIMD compat header (tools/hipify/simd.py): the intrinsics the tree uses and does not define itself.
+        # The compat header (tools/hipify/simd.py): the functions the tree uses and does not define itself.
         generated: list[Path] = []
         if any(a[2] for a in additions.values()) and where.provided:
             compat = Path(simd_path)
             if compat in claimed:
                 raise ToolError(
-                    f"output {compat} is both {claimed[compat]}'s and hipify's SIMD header: rename the source"
+                    f"output {compat} is both {claimed[compat]}'s and hipify's compat header: rename the source"
                 )
             generated.append(compat)
             data = simd.render(sorted(where.provided))
@@ -1156,14 +1156,14 @@ def resolve_includes(
     return resolved
 
 
-_SIMD_RECORD = ":hipify_simd.h"  # the state file's record of the generated SIMD header (no source has this key)
+_SIMD_RECORD = ":hipify_compat.h"  # the state file's record of the generated compat header (no source has this key)
 _ARCH_RULE = "cuda-arch-compare"
 _NAME_KINDS = ("unsupported", "version", "unmapped", "deprecated")  # findings about a CUDA name
 
 
 class _Scope:
     """Where findings count (tools/hipify/scope.py): each file's role, the branches the ROCm build does not compile
-    (their findings are not reported), and the SIMD intrinsics the compat header provides."""
+    (their findings are not reported), and the functions the compat header provides."""
 
     def __init__(
         self,
@@ -1195,7 +1195,7 @@ class _Scope:
         self.skipped = 0
 
     def findings(self, path: Path, key: str, p: _Processed, project_macros: set[str]) -> list[Finding]:
-        """The findings of one file as reported: none in dead branches; a SIMD intrinsic the compat header provides
+        """The findings of one file as reported: none in dead branches; a function the compat header provides
         is a note; outside CUDA units and their headers, what would block is one note."""
         role = self.role.get(key, scope.OTHER)
         in_cuda = role in scope.CUDA_ROLES
@@ -1225,16 +1225,12 @@ class _Scope:
                         f"; note: the project defines __CUDA_ARCH__ itself ({own[0]}:{own[1]}), which the translation "
                         "renames to __HIP_DEVICE_COMPILE__ too"
                     )
-            if rule == "simd-intrinsic":
+            if rule in simd.RULES:
                 if name in self.simd_defined:
                     continue  # the project defines it (a hand port's compat header)
                 if name in self.provided:
                     kind, blocking = "note", False
-                    reason = (
-                        f"{name}: one of CUDA's SIMD-in-a-word intrinsics, which HIP lacks; provided by "
-                        f"{simd.OUTPUT_NAME}, which the translation writes at the top of the output and includes here "
-                        "(__host__ __device__, from the semantics the CUDA Math API documents)"
-                    )
+                    reason = simd.family(name.encode("latin-1")).provided(name)
                     sugg = "none needed"
             f = Finding(
                 path,
@@ -1304,7 +1300,7 @@ def _additions(
     simd_provided: frozenset[str] = frozenset(),
 ) -> dict[str, tuple[str | None, bytes | None, bool]]:
     """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
-    include, whether it includes the SIMD compat header), by source path; files that need none are absent.
+    include, whether it includes the compat header), by source path; files that need none are absent.
 
     - The runtime: a ``.cu`` file that uses CUDA names or includes a project header (a unit nvcc compiled with
       cuda_runtime.h included before anything else) gets ``<hip/hip_runtime.h>`` first unless its own first
@@ -1315,7 +1311,7 @@ def _additions(
     - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
       that does (transitively), and does not define the macro itself: the macro must come before the first
       HIP header of the translation unit, and a header's own definition may come too late.
-    - The SIMD compat header: a file that uses one of the intrinsics it provides (``simd_provided``)."""
+    - The compat header: a file that uses one of the functions it provides (``simd_provided``)."""
     facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
     uses_simd = {
         s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)
