@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,20 +30,24 @@ _BLOCK = rb"(?ms)^// @begin (\w+)\n(.*?)^// @end\n"
 _FAMILY = rb"(?m)^// @family ([\w-]+)\n"
 
 
-@dataclass(frozen=True)
 class Family:
     """One family of the header's functions: what they are (for the findings' texts) and how a project's own
-    definition of one of their names is read."""
+    definition of one of their names is read. (A plain class: ``dataclasses`` costs start-up time.)"""
 
-    kind: str
-    rule: str  # the findings' rule
-    what: str  # "one of CUDA's ...": completes "NAME is ..."
-    lacks: str  # what HIP lacks of them, with the HIP versions checked
-    provided_as: str  # how the header provides them
-    fix: str  # what to write instead, without the header
-    #: the header's functions are templates: a project's own non-template function of the name is an overload
-    #: beside them (only a template of its own is the same function)
-    overloadable: bool
+    __slots__ = ("fix", "kind", "lacks", "overloadable", "provided_as", "rule", "what")
+
+    def __init__(
+        self, kind: str, rule: str, *, what: str, lacks: str, provided_as: str, fix: str, overloadable: bool
+    ) -> None:
+        self.kind = kind
+        self.rule = rule  # the findings' rule
+        self.what = what  # "one of CUDA's ...": completes "NAME is ..."
+        self.lacks = lacks  # what HIP lacks of them, with the HIP versions checked
+        self.provided_as = provided_as  # how the header provides them
+        self.fix = fix  # what to write instead, without the header ({name})
+        #: the header's functions are templates: a project's own non-template function of the name is an
+        #: overload beside them (only a template of its own is the same function)
+        self.overloadable = overloadable
 
     def unsupported(self, name: str, target: str) -> tuple[str, str]:
         """(reason, suggestion) of a use the header does not provide."""
@@ -66,21 +69,22 @@ FAMILIES = {
     "simd": Family(
         "simd",
         "simd-intrinsic",
-        "one of CUDA's SIMD-in-a-word intrinsics",
-        "HIP 5.2, 6.4 and 7.2 declare none of them",
-        "__host__ __device__, from the semantics the CUDA Math API documents",
-        "write {name} with per-lane integer arithmetic (the CUDA Math API documents each)",
+        what="one of CUDA's SIMD-in-a-word intrinsics",
+        lacks="HIP 5.2, 6.4 and 7.2 declare none of them",
+        provided_as="__host__ __device__, from the semantics the CUDA Math API documents",
+        fix="write {name} with per-lane integer arithmetic (the CUDA Math API documents each)",
         overloadable=False,
     ),
     "cache-hint": Family(
         "cache-hint",
         "cache-hint",
-        "one of CUDA's loads and stores with a cache hint (CUDA C++ Programming Guide, \"Load Functions Using "
+        what="one of CUDA's loads and stores with a cache hint (CUDA C++ Programming Guide, \"Load Functions Using "
         'Cache Hints", "Store Functions Using Cache Hints")',
-        "HIP 5.2, 6.4 and 7.2 declare __ldcg, __ldca and __ldcs for __half and __half2 only, and no other of them",
-        "a template for every type, a plain load or store: the hint is only a performance hint, and HIP's own "
-        "__half ones are plain loads too",
-        "write a plain load or store (*p, *p = v) instead of {name}",
+        lacks="HIP 5.2, 6.4 and 7.2 declare __ldcg, __ldca and __ldcs for __half and __half2 only, and no "
+        "other of them",
+        provided_as="a template for every type, a plain load or store: the hint is only a performance hint, and "
+        "HIP's own __half ones are plain loads too",
+        fix="write a plain load or store (*p, *p = v) instead of {name}",
         overloadable=True,
     ),
 }

@@ -993,6 +993,8 @@ class Translator:
             st.facts |= insert.HAS_RUNTIME
         elif included == insert.RUNTIME_API_HEADER:
             st.facts |= insert.HAS_RUNTIME_API
+        elif included == insert.MATH_HEADER:
+            st.facts |= insert.HAS_MATH_H
         if repl is not None or finding is not None or self.db.header(path.decode("latin-1")) is not None:
             st.facts |= insert.INCLUDES_CUDA
         if finding is not None and finding[0] == "hazard" and not angled:
@@ -1374,8 +1376,15 @@ def _is_declaration(data: bytes, start: int, end: int) -> bool:
 
 def _defines_function(data: bytes, start: int, end: int) -> bool:
     """Whether the name at ``start:end`` is a function declared or defined here: a type before it, and after its
-    parameter list a ``{`` (a definition) or, after a type that is a word, a ``;`` (a prototype)."""
-    prev = _prev_token(data, max(0, start - 64), start)
+    parameter list a ``{`` (a definition) or, after a type that is a word, a ``;`` (a prototype). The type is not
+    looked for in a ``//`` comment ending the line before (``x = 1;  // the last word\n  __stcs(p, v);`` is a call)."""
+    lo, hi = max(0, start - 64), start
+    nl = data.rfind(b"\n", lo, start)
+    if nl >= 0 and not data[nl + 1 : start].strip():  # the name begins its line: the line before may end in a comment
+        cut = data.find(b"//", data.rfind(b"\n", lo, nl) + 1, nl)
+        if cut >= 0:
+            hi = cut
+    prev = _prev_token(data, lo, hi)
     if prev is None or prev in _NOT_TYPES:
         return False
     close = _call_end(data, end)
