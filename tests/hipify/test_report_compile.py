@@ -93,7 +93,7 @@ def _tree(tmp_path: Path, version: tuple[int, int]) -> dict[str, object]:
     naive = tmp_path / "naive"
     naive.mkdir()
     # the translation without the compat header: what HIP itself offers
-    (naive / "simd.hip").write_text(re.sub(r'#include "hipify_simd.h"[^\n]*\n', "", (out / "simd.hip").read_text()))
+    (naive / "simd.hip").write_text(re.sub(r'#include "hipify_compat.h"[^\n]*\n', "", (out / "simd.hip").read_text()))
     return {"plain": plain, "defined": defined, "out": out, "out_d": tmp_path / "out-d", "naive": naive}
 
 

@@ -29,12 +29,15 @@ CRLF = 64  # its lines end with CRLF
 SEEN_INCLUDE = 128  # (while translating) an #include directive was met
 RUNTIME_FIRST = 256  # its first #include is hip/hip_runtime.h (as nvcc's implicit one comes first)
 INCLUDES_CUDA = 512  # includes a CUDA header (one the database maps or knows, or a CUDA-only one): CUDA host code
+USES_MATH_CLASS = 1024  # calls <math.h>'s classification macros unqualified: isfinite(x), isnan(x), ...
+HAS_MATH_H = 2048  # includes <math.h> itself
 
 #: the files nvcc compiles with cuda_runtime.h included implicitly: .cu, and the headers (which .cu files include);
 #: a .c/.cpp/.cc file is compiled by the host compiler in a CUDA build and includes what it uses itself
 IMPLICIT_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp"})
 
 RUNTIME_HEADER = b"hip/hip_runtime.h"
+MATH_HEADER = b"math.h"
 RUNTIME_API_HEADER = b"hip/hip_runtime_api.h"
 
 # Device code: device builtins (threadIdx, __syncthreads, atomics, shuffles) can only be used in functions marked
@@ -46,6 +49,7 @@ _DEVICE = (b"__global__", b"__device__", b"<<<")
 _API = (b"cuda", b"hip")  # followed by an upper-case letter
 _UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _IDC = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
+_KEYWORDS_BEFORE_EXPR = frozenset({b"return", b"case", b"else", b"do", b"throw", b"co_return"})
 _SYNC_DEFINE = r"^[ \t]*#[ \t]*define[ \t]+{}\b"
 
 
@@ -85,6 +89,67 @@ def uses(data: bytes, spans: list[tuple[int, int]]) -> int:
     if any(_first(data, needle, starts, spans, _UPPER) >= 0 for needle in _API):
         return USES_API
     return 0
+
+
+# <math.h>'s classification and comparison macros (C99 7.12.3, 7.12.14), which C++'s <math.h> declares as global
+# functions (libstdc++: `using std::isfinite;` ...). nvcc's cuda_runtime.h includes <math.h>, so CUDA host code calls
+# them unqualified without including it; HIP-Clang's hip_runtime.h declares the global overloads for device code
+# only (clang's __clang_hip_cmath.h), so such host code fails ("call to __device__ function from __host__
+# function"). A needle that is a prefix of others (isgreater, isless) finds them too; the call's "(" is checked.
+_MATH_CLASS = (
+    b"isfinite",
+    b"isnan",
+    b"isinf",
+    b"isnormal",
+    b"signbit",
+    b"fpclassify",
+    b"isgreater",
+    b"isless",
+    b"isunordered",
+)
+_MATH_NAMES = frozenset(
+    {*_MATH_CLASS, b"isgreaterequal", b"islessequal", b"islessgreater"}
+)  # (isgreater and isless find the others)
+
+
+def uses_math_class(data: bytes, spans: list[tuple[int, int]]) -> int:
+    """``USES_MATH_CLASS`` (or 0): whether ``data`` calls one of <math.h>'s classification macros unqualified
+    (``isfinite(x)``, not ``std::isfinite(x)``, ``v.isnan()`` or ``my_isnan(x)``) outside its comments and literals
+    (``spans``, sorted). A few ``bytes.find``s; files that name none of them cost only those."""
+    starts: list[int] | None = None
+    size = len(data)
+    for needle in _MATH_CLASS:
+        at = data.find(needle)
+        while at >= 0:
+            end = at + len(needle)
+            tail_end = end
+            while tail_end < size and data[tail_end] in _IDC:
+                tail_end += 1
+            if (
+                data[at:tail_end] in _MATH_NAMES
+                and (at == 0 or data[at - 1] not in _IDC)
+                and data[tail_end : tail_end + 64].lstrip()[:1] == b"("
+                and _unqualified(data[max(0, at - 64) : at].rstrip())
+            ):
+                if starts is None:
+                    starts = [a for a, _ in spans]
+                k = bisect_right(starts, at) - 1
+                if k < 0 or at >= spans[k][1]:
+                    return USES_MATH_CLASS
+            at = data.find(needle, tail_end)
+    return 0
+
+
+def _unqualified(before: bytes) -> bool:
+    """Whether a name after ``before`` is called as the global function: not a member (``.``, ``->``) nor a
+    namespace's (``std::isnan``); ``::isnan`` is the global one, which HIP declares for device code only too."""
+    if before.endswith((b".", b"->")):
+        return False
+    if not before.endswith(b"::"):
+        return True
+    head = before[:-2].rstrip()
+    m = re.search(rb"[A-Za-z_0-9]+\Z", head)
+    return m is None or m.group(0) in _KEYWORDS_BEFORE_EXPR  # `return ::isnan(x)`: the global one
 
 
 def has_device_code(data: bytes, spans: list[tuple[int, int]]) -> bool:
@@ -261,10 +326,13 @@ def render(
     runtime: bytes | None,
     crlf: bool,
     simd_path: str | None = None,
+    *,
     own_guard: bool = False,
+    math: bool = False,
 ) -> bytes:
-    """The lines to insert: the macro (guarded), then ``#include <runtime>`` and ``#include "simd_path"`` (the SIMD
-    compat header, relative to the file), inside ``#ifdef __HIPCC__`` with ``own_guard`` (a file whose CUDA code
+    """The lines to insert: the macro (guarded), then ``#include <runtime>`` and ``#include "simd_path"`` (the
+    compat header, relative to the file), then ``#include <math.h>`` with ``math``, inside ``#ifdef __HIPCC__`` with
+    ``own_guard`` (a file whose CUDA code
     only a CUDA compiler sees, in several branches: a host compiler must not see the include either)."""
     eol = "\r\n" if crlf else "\n"
     lines: list[str] = []
@@ -278,7 +346,12 @@ def render(
     if runtime:
         includes.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
     if simd_path:
-        includes.append(f'#include "{simd_path}"  // [hipify] CUDA SIMD intrinsics HIP lacks (__vsub4, ...)')
+        includes.append(f'#include "{simd_path}"  // [hipify] CUDA functions HIP lacks (SIMD intrinsics, cache hints)')
+    if math:
+        includes.append(
+            "#include <math.h>  // [hipify] CUDA's runtime header includes it; HIP's declares isfinite, isnan, ... "
+            "for device code only"
+        )
     if includes and own_guard:
         includes = [
             "#ifdef __HIPCC__  // [hipify] this file's CUDA code is for CUDA/HIP compilers only",

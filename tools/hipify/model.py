@@ -227,7 +227,7 @@ class HipifyResult:
         self.engine = engine
         self.seconds = seconds
         self.target = dict(target or {})  # what the target version changes (tools/hipify/targets.py)
-        self.generated = list(generated)  # outputs made from the tool's own data (hipify_simd.h), not from a source
+        self.generated = list(generated)  # outputs made from the tool's own data (hipify_compat.h), not from a source
         self.roles: dict[Path, str] = dict(roles or {})  # source -> cuda-unit | cuda-header | other (scope.py)
         self.skipped = skipped  # findings in branches the ROCm build does not compile (not reported)
         self.defines = list(defines)  # the build's -D/-U the branches were decided with

@@ -137,7 +137,7 @@ class FileResult:
         self.cuda_changed = changed
         self.device = False  # it has __global__/__device__ code outside comments and literals (insert.has_device_code)
         self.directives: list[cond.Directive] = []  # its conditionals and #define/#undef lines (tools/hipify/scope.py)
-        self.simd_used: list[str] = []  # the SIMD intrinsics it uses (tools/hipify/simd.py) ...
+        self.simd_used: list[str] = []  # the compat header's functions it uses (tools/hipify/simd.py) ...
         self.simd_defined: list[str] = []  # ... and those it defines itself
 
 
@@ -214,7 +214,7 @@ class _Action:
         self.kernel_arg = kernel_arg  # the HIP function takes the kernel as const void*: (index, fewest, most args)
         self.hazard = hazard  # why the translation is not faithful everywhere (targets.tsv name-hazard)
         self.qualified = qualified  # (qualifier, new last component) of qualified namespace rows (thrust::cuda)
-        self.simd = simd  # a SIMD-in-a-word intrinsic (tools/hipify/simd.py): its use is recorded
+        self.simd = simd  # a function of the compat header (tools/hipify/simd.py): its use is recorded
         self.compiler_id = compiler_id  # a CUDA compiler-identification macro: renaming it is no CUDA content change
         # the replacement when nothing else is to be done (no finding, no context check, no downgrade)
         plain = (
@@ -484,18 +484,8 @@ class Translator:
         name = raw.decode("latin-1")
         if raw in self.simd_names:
             target = f"HIP {format_version(self.hip_version)}" if self.hip_version else "HIP"
-            return _Action(
-                None,
-                (
-                    "unsupported",
-                    f"{name} is one of CUDA's SIMD-in-a-word intrinsics, which {target} lacks (HIP 5.2, 6.4 and 7.2 "
-                    "declare none of them)",
-                    f"write {name} with per-lane integer arithmetic (the CUDA Math API documents each), or let hipify "
-                    "provide it: it writes hipify_simd.h into the output and includes it where the tree uses these",
-                    True,
-                ),
-                simd=True,
-            )
+            reason, suggestion = simd.family(raw).unsupported(name, target)
+            return _Action(None, ("unsupported", reason, suggestion, True), simd=True)
         entry = self.db.lookup(name)
         if entry is None or entry.kind == "header":
             if self.report_unmapped and _CUDA_LOOKING().match(raw):
@@ -794,12 +784,16 @@ class Translator:
         if act.simd:
             name = data[start:end]
             if _defines_function(data, start, end):
-                st.simd_defined.add(name)  # the project's own (a hand port's compat header): not CUDA's
+                # the project's own (a hand port's compat header): not CUDA's; of a family of templates, only a
+                # template is the same function (a non-template one is an overload beside the header's)
+                if not simd.family(name).overloadable or _is_template(data, start):
+                    st.simd_defined.add(name)
                 return None
             st.simd_used.add(name)
             assert act.finding is not None
             fk, reason, sugg, blocking = act.finding
-            findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking, "simd-intrinsic"))
+            rule = simd.family(name).rule
+            findings.append(RawFinding(start, name.decode("latin-1"), fk, reason, sugg, blocking, rule))
             return None
         dg = act.downgrade
         if dg is not None:
@@ -999,6 +993,8 @@ class Translator:
             st.facts |= insert.HAS_RUNTIME
         elif included == insert.RUNTIME_API_HEADER:
             st.facts |= insert.HAS_RUNTIME_API
+        elif included == insert.MATH_HEADER:
+            st.facts |= insert.HAS_MATH_H
         if repl is not None or finding is not None or self.db.header(path.decode("latin-1")) is not None:
             st.facts |= insert.INCLUDES_CUDA
         if finding is not None and finding[0] == "hazard" and not angled:
@@ -1380,8 +1376,15 @@ def _is_declaration(data: bytes, start: int, end: int) -> bool:
 
 def _defines_function(data: bytes, start: int, end: int) -> bool:
     """Whether the name at ``start:end`` is a function declared or defined here: a type before it, and after its
-    parameter list a ``{`` (a definition) or, after a type that is a word, a ``;`` (a prototype)."""
-    prev = _prev_token(data, max(0, start - 64), start)
+    parameter list a ``{`` (a definition) or, after a type that is a word, a ``;`` (a prototype). The type is not
+    looked for in a ``//`` comment ending the line before (``x = 1;  // the last word\n  __stcs(p, v);`` is a call)."""
+    lo, hi = max(0, start - 64), start
+    nl = data.rfind(b"\n", lo, start)
+    if nl >= 0 and not data[nl + 1 : start].strip():  # the name begins its line: the line before may end in a comment
+        cut = data.find(b"//", data.rfind(b"\n", lo, nl) + 1, nl)
+        if cut >= 0:
+            hi = cut
+    prev = _prev_token(data, lo, hi)
     if prev is None or prev in _NOT_TYPES:
         return False
     close = _call_end(data, end)
@@ -1391,6 +1394,15 @@ def _defines_function(data: bytes, start: int, end: int) -> bool:
     if after[:1] == b"{" or after[:8].startswith((b"const", b"noexcept")):
         return True
     return after[:1] == b";" and prev[-1:] not in (b"&", b"*", b">")
+
+
+def _is_template(data: bytes, start: int) -> bool:
+    """Whether the declaration of the name at ``start`` is a template's: ``template`` in it, that is after the end of
+    the statement, block or directive before it (a look back of at most 200 bytes)."""
+    lo = max(0, start - 200)
+    head = data[lo:start]
+    cut = max(head.rfind(b";"), head.rfind(b"}"), head.rfind(b"{"), head.rfind(b"#"))
+    return b"template" in head[cut + 1 :]
 
 
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")

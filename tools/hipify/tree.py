@@ -342,6 +342,8 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res.facts = fr.facts
     if not fr.facts & insert.HAS_RUNTIME and os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES:
         res.facts |= insert.uses(data, fr.comment_spans)  # (only these files can need the runtime include)
+    if not fr.facts & insert.HAS_MATH_H:
+        res.facts |= insert.uses_math_class(data, fr.comment_spans)  # (for the <math.h> nvcc's runtime includes)
     res.unresolved = fr.unresolved
     res.cuda_changed = fr.cuda_changed
     res.directives = fr.directives
@@ -867,7 +869,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         if any(s.rel == simd.OUTPUT_NAME and s.is_dir_root for s in srcs):
             where.provided = frozenset()  # the tree has a file of that name at its top: it is not made
         additions = _additions(srcs, procs, resolved, tr.target.sync_define, where.provided)
-        for src_key, (define, _header, _simd) in additions.items():
+        for src_key, (define, _header, _simd, _math) in additions.items():
             # lines only CUDA/HIP compilers see (the file's CUDA code is guarded) change nothing a host compiler
             # reads: like a compiler-identification macro, they do not rename the file
             if define is not None or by_key[src_key][1].guard < 0:
@@ -955,18 +957,18 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                     edits.append((start, end, new))
             added = additions.get(s.key)
             if added is not None:
-                define, header, wants_simd = added
+                define, header, wants_simd, math = added
                 crlf = bool(p.facts & insert.CRLF)
                 simd_rel = _relative(simd_path, out_info(s)[2]) if wants_simd else None
                 line = p.insert_line
-                if p.guard > 0 and (header is not None or simd_rel is not None):  # inside the branch for CUDA
-                    text = insert.render(None, header, crlf, simd_rel)
+                if p.guard > 0 and (header is not None or simd_rel is not None or math):  # in the branch for CUDA
+                    text = insert.render(None, header, crlf, simd_rel, math=math)
                     edits.append((p.guard_at, p.guard_at, text.decode("ascii")))
                     line = p.guard_line
                     if define is not None:
                         edits.append((p.insert_at, p.insert_at, insert.render(define, None, crlf).decode("ascii")))
                 else:
-                    text = insert.render(define, header, crlf, simd_rel, own_guard=p.guard == 0)
+                    text = insert.render(define, header, crlf, simd_rel, own_guard=p.guard == 0, math=math)
                     edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
                 findings += _addition_findings(s.path, line, define, header, tr.hip_version, guarded=p.guard >= 0)
             edits.sort(reverse=True)
@@ -1022,13 +1024,13 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                 record["out_size"], record["out_mtime_ns"] = stat.st_size, stat.st_mtime_ns
             records[s.key] = record
 
-        # The SIMD compat header (tools/hipify/simd.py): the intrinsics the tree uses and does not define itself.
+        # The compat header (tools/hipify/simd.py): the functions the tree uses and does not define itself.
         generated: list[Path] = []
         if any(a[2] for a in additions.values()) and where.provided:
             compat = Path(simd_path)
             if compat in claimed:
                 raise ToolError(
-                    f"output {compat} is both {claimed[compat]}'s and hipify's SIMD header: rename the source"
+                    f"output {compat} is both {claimed[compat]}'s and hipify's compat header: rename the source"
                 )
             generated.append(compat)
             data = simd.render(sorted(where.provided))
@@ -1156,14 +1158,14 @@ def resolve_includes(
     return resolved
 
 
-_SIMD_RECORD = ":hipify_simd.h"  # the state file's record of the generated SIMD header (no source has this key)
+_SIMD_RECORD = ":hipify_compat.h"  # the state file's record of the generated compat header (no source has this key)
 _ARCH_RULE = "cuda-arch-compare"
 _NAME_KINDS = ("unsupported", "version", "unmapped", "deprecated")  # findings about a CUDA name
 
 
 class _Scope:
     """Where findings count (tools/hipify/scope.py): each file's role, the branches the ROCm build does not compile
-    (their findings are not reported), and the SIMD intrinsics the compat header provides."""
+    (their findings are not reported), and the functions the compat header provides."""
 
     def __init__(
         self,
@@ -1195,7 +1197,7 @@ class _Scope:
         self.skipped = 0
 
     def findings(self, path: Path, key: str, p: _Processed, project_macros: set[str]) -> list[Finding]:
-        """The findings of one file as reported: none in dead branches; a SIMD intrinsic the compat header provides
+        """The findings of one file as reported: none in dead branches; a function the compat header provides
         is a note; outside CUDA units and their headers, what would block is one note."""
         role = self.role.get(key, scope.OTHER)
         in_cuda = role in scope.CUDA_ROLES
@@ -1225,16 +1227,12 @@ class _Scope:
                         f"; note: the project defines __CUDA_ARCH__ itself ({own[0]}:{own[1]}), which the translation "
                         "renames to __HIP_DEVICE_COMPILE__ too"
                     )
-            if rule == "simd-intrinsic":
+            if rule in simd.RULES:
                 if name in self.simd_defined:
                     continue  # the project defines it (a hand port's compat header)
                 if name in self.provided:
                     kind, blocking = "note", False
-                    reason = (
-                        f"{name}: one of CUDA's SIMD-in-a-word intrinsics, which HIP lacks; provided by "
-                        f"{simd.OUTPUT_NAME}, which the translation writes at the top of the output and includes here "
-                        "(__host__ __device__, from the semantics the CUDA Math API documents)"
-                    )
+                    reason = simd.family(name.encode("latin-1")).provided(name)
                     sugg = "none needed"
             f = Finding(
                 path,
@@ -1302,9 +1300,10 @@ def _additions(
     resolved: dict[str, list[tuple[int, _Source, str]]],
     sync_define: str | None,
     simd_provided: frozenset[str] = frozenset(),
-) -> dict[str, tuple[str | None, bytes | None, bool]]:
+) -> dict[str, tuple[str | None, bytes | None, bool, bool]]:
     """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
-    include, whether it includes the SIMD compat header), by source path; files that need none are absent.
+    include, whether it includes the compat header, whether it includes <math.h>), by source path; files that need
+    none are absent.
 
     - The runtime: a ``.cu`` file that uses CUDA names or includes a project header (a unit nvcc compiled with
       cuda_runtime.h included before anything else) gets ``<hip/hip_runtime.h>`` first unless its own first
@@ -1315,13 +1314,17 @@ def _additions(
     - The macro (targets that need one): a file that uses the ``*_sync`` builtins, or includes a project header
       that does (transitively), and does not define the macro itself: the macro must come before the first
       HIP header of the translation unit, and a header's own definition may come too late.
-    - The SIMD compat header: a file that uses one of the intrinsics it provides (``simd_provided``)."""
+    - The compat header: a file that uses one of the functions it provides (``simd_provided``).
+    - ``<math.h>``: a file that has the whole runtime (its own include or the added one) and calls <math.h>'s
+      classification macros unqualified (``isfinite(x)``), or includes a header without the runtime that does, and
+      does not include <math.h> itself: nvcc's cuda_runtime.h includes <math.h>, whose C++ version declares them as
+      global functions; HIP's hip_runtime.h declares those for device code only (clang's __clang_hip_cmath.h)."""
     facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
     uses_simd = {
         s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)
     }
     links = {k: [t.key for _i, t, _l in v] for k, v in resolved.items()}
-    out: dict[str, tuple[str | None, bytes | None, bool]] = {}
+    out: dict[str, tuple[str | None, bytes | None, bool, bool]] = {}
 
     def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
         """Whether ``start`` or a header it includes (transitively) has ``bit`` (or ``extra``'s flag)."""
@@ -1376,14 +1379,29 @@ def _additions(
         visiting.discard(k)
         return header
 
+    for k in facts:
+        runtime_for(k)
+
+    # <math.h>: nvcc's runtime header includes it, HIP's does not (for the host): a file that has the runtime
+    # (its own include or the one added) gets it when it, or a header it includes that has not the runtime
+    # itself, calls isfinite & co. unqualified (and it does not include <math.h> itself)
+    def has_runtime(k: str) -> bool:
+        return bool(facts[k] & insert.HAS_RUNTIME) or gets.get(k) == insert.RUNTIME_HEADER
+
+    bare = {k: f & _MATH_BARE == insert.USES_MATH_CLASS and not has_runtime(k) for k, f in facts.items()}
     for k, f in facts.items():
-        header = runtime_for(k)
+        header = gets.get(k)
         define = None
         if sync_define is not None and not f & insert.DEFINES_SYNC and closure(k, insert.USES_SYNC):
             define = sync_define
-        if header is not None or define is not None or k in uses_simd:
-            out[k] = (define, header, k in uses_simd)
+        math = has_runtime(k) and not f & insert.HAS_MATH_H
+        math = math and (bool(f & insert.USES_MATH_CLASS) or closure(k, 0, bare))
+        if header is not None or define is not None or k in uses_simd or math:
+            out[k] = (define, header, k in uses_simd, math)
     return out
+
+
+_MATH_BARE = insert.USES_MATH_CLASS | insert.HAS_MATH_H
 
 
 def _addition_findings(
