@@ -1,6 +1,10 @@
 """CUDA headers with no HIP counterpart (``data/cuda_only_headers.tsv``), by target: the one loader that hipify's
 translation (the blocking ``cuda-only-header`` finding) and ``tools port``'s failure classifier read.
 
+A row's ``compat`` names the blocks of the compat header (tools/hipify/simd.py, ``data/hipify_compat.h``) that
+provide the header on HIP (``cooperative_groups/reduce.h``): the translation then writes the compat header in its
+place, and the finding is a note.
+
 ``cuda_only_header(spelling, hip_version)`` answers for a header as written in ``#include``: a row of the table
 (the exact path, else the longest ``dir/`` prefix that holds it), or, for the headers whose counterpart depends on the
 HIP version (``data/targets.tsv``'s ``header`` rules: ``cuda_fp6.h`` has none before HIP 7.0), one made from that
@@ -13,27 +17,35 @@ from functools import lru_cache
 from pathlib import Path
 
 from tools.errors import ToolError
+from tools.hipify import simd
 from tools.hipify.mapping import Version, format_version
 from tools.hipify.targets import load_target
 
 TABLE = Path(__file__).resolve().parent / "data" / "cuda_only_headers.tsv"
-_COLUMNS = ("header", "instead", "source")
+_COLUMNS = ("header", "instead", "source", "compat")
 
 
 class CudaOnlyHeader:
     """A header HIP (at some target) has no counterpart of: what to do instead, where that was checked, and the
     first HIP that has one (``since``, with its path ``counterpart``; ``None`` when none has)."""
 
-    __slots__ = ("counterpart", "header", "instead", "since", "source")
+    __slots__ = ("compat", "counterpart", "header", "instead", "since", "source")
 
-    def __init__(
-        self, header: str, instead: str, source: str, since: Version | None = None, counterpart: str = ""
+    def __init__(  # noqa: PLR0917
+        self,
+        header: str,
+        instead: str,
+        source: str,
+        since: Version | None = None,
+        counterpart: str = "",
+        compat: tuple[str, ...] = (),
     ) -> None:
         self.header = header  # the table's key: a path, or a prefix ending in "/"
         self.instead = instead
         self.source = source
         self.since = since
         self.counterpart = counterpart
+        self.compat = compat  # the compat header's blocks that provide it (tools/hipify/simd.py), or ()
 
     def reason(self, spelling: str, hip_version: Version | None) -> str:
         target = f"HIP {format_version(hip_version)}" if hip_version else "HIP"
@@ -67,8 +79,17 @@ def table(path: Path = TABLE) -> dict[str, CudaOnlyHeader]:
             header = True
             continue
         if len(cells) != len(_COLUMNS) or not all(cells) or cells[0] in out:
-            raise ToolError(f"{path}:{lineno}: bad row {line!r} (want header, instead, source; each header once)")
-        out[cells[0]] = CudaOnlyHeader(cells[0], cells[1], cells[2])
+            raise ToolError(
+                f"{path}:{lineno}: bad row {line!r} (want header, instead, source, compat; each header once)"
+            )
+        compat = () if cells[3] == "-" else tuple(cells[3].split(","))
+        unknown = sorted(set(compat) - simd.blocks())
+        if unknown:
+            raise ToolError(
+                f"{path}:{lineno}: compat names {', '.join(unknown)}, which {simd.SOURCE.name} has no block of "
+                "('-' for none)"
+            )
+        out[cells[0]] = CudaOnlyHeader(cells[0], cells[1], cells[2], compat=compat)
     return out
 
 

@@ -346,7 +346,7 @@ def render(
     if runtime:
         includes.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
     if simd_path:
-        includes.append(f'#include "{simd_path}"  // [hipify] CUDA functions HIP lacks (SIMD intrinsics, cache hints)')
+        includes.append(f'#include "{simd_path}"  // [hipify] CUDA functions HIP lacks (SIMD, cache hints, cg::reduce)')
     if math:
         includes.append(
             "#include <math.h>  // [hipify] CUDA's runtime header includes it; HIP's declares isfinite, isnan, ... "

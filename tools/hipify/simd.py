@@ -12,6 +12,11 @@ family a name is of, and the texts of its findings; ``render(wanted)`` is the he
   ``__ldca``, ``__ldcs`` for ``__half``/``__half2`` only, and none of the others), as function templates. A
   project's own (non-template) ``__ldcs(const floatX*)`` is an overload beside them, not the same function: only a
   template definition of its own keeps the header from providing one.
+- ``cg-reduce``: CUDA's ``<cooperative_groups/reduce.h>`` (``cooperative_groups::reduce`` and its function objects
+  ``plus``, ``less``, ``greater``, ``bit_and``, ``bit_or``, ``bit_xor``; HIP 5.2, 6.4 and 7.2 have no such header).
+  Its block is wanted by an include, not by a name (``reduce`` and ``plus`` are everyone's names): the row of
+  ``data/cuda_only_headers.tsv`` names the blocks that provide the header (its ``compat`` column), and the
+  translation puts the compat header in the include's place (tools/hipify/translate.py).
 """
 
 from __future__ import annotations
@@ -34,10 +39,19 @@ class Family:
     """One family of the header's functions: what they are (for the findings' texts) and how a project's own
     definition of one of their names is read. (A plain class: ``dataclasses`` costs start-up time.)"""
 
-    __slots__ = ("fix", "kind", "lacks", "overloadable", "provided_as", "rule", "what")
+    __slots__ = ("by_include", "fix", "kind", "lacks", "overloadable", "provided_as", "rule", "what")
 
     def __init__(
-        self, kind: str, rule: str, *, what: str, lacks: str, provided_as: str, fix: str, overloadable: bool
+        self,
+        kind: str,
+        rule: str,
+        *,
+        what: str,
+        lacks: str,
+        provided_as: str,
+        fix: str,
+        overloadable: bool,
+        by_include: bool = False,
     ) -> None:
         self.kind = kind
         self.rule = rule  # the findings' rule
@@ -48,6 +62,8 @@ class Family:
         #: the header's functions are templates: a project's own non-template function of the name is an
         #: overload beside them (only a template of its own is the same function)
         self.overloadable = overloadable
+        #: its blocks are wanted by an include (a row of data/cuda_only_headers.tsv names them), not by a name
+        self.by_include = by_include
 
     def unsupported(self, name: str, target: str) -> tuple[str, str]:
         """(reason, suggestion) of a use the header does not provide."""
@@ -87,11 +103,24 @@ FAMILIES = {
         fix="write a plain load or store (*p, *p = v) instead of {name}",
         overloadable=True,
     ),
+    "cg-reduce": Family(
+        "cg-reduce",
+        "cuda-only-header",
+        what="CUDA's cooperative-groups reductions (cooperative_groups::reduce and the function objects plus, less, "
+        'greater, bit_and, bit_or, bit_xor; CUDA C++ Programming Guide, Cooperative Groups, "reduce")',
+        lacks="HIP 5.2, 6.4 and 7.2 have no <cooperative_groups/reduce.h>, and amd_hip_cooperative_groups.h declares "
+        "none of them",
+        provided_as="cooperative_groups::reduce for a thread_block_tile or a coalesced_group, with the group's "
+        "shfl_down and shfl, and the six function objects",
+        fix="reduce with the tile's shuffles (tile.shfl_down) or hipCUB's WarpReduce instead of {name}",
+        overloadable=False,
+        by_include=True,
+    ),
 }
 
 
-#: the rules of the findings on the header's functions
-RULES = frozenset(f.rule for f in FAMILIES.values())
+#: the rules of the findings on the header's functions (those a name wants)
+RULES = frozenset(f.rule for f in FAMILIES.values() if not f.by_include)
 
 
 class _Header:
@@ -131,8 +160,14 @@ def _header(path: Path = SOURCE) -> _Header:
 
 
 def names() -> frozenset[bytes]:
-    """The functions the header provides."""
-    return frozenset(_header().blocks)
+    """The functions the header provides where a name wants them (not the blocks an include wants)."""
+    h = _header()
+    return frozenset(name for name in h.blocks if not h.families[name].by_include)
+
+
+def blocks() -> frozenset[str]:
+    """Every block of the header (the names a row of data/cuda_only_headers.tsv may give in its compat column)."""
+    return frozenset(name.decode("latin-1") for name in _header().blocks)
 
 
 def family(name: bytes) -> Family:

@@ -1001,10 +1001,21 @@ class Translator:
             row = table_row(path.decode("latin-1"))
             if row is not None and row.header.endswith("/"):
                 finding = None  # "cuda/x.cuh": a directory of the project's more likely than CUDA's (<cuda/...>)
+        compat: tuple[str, ...] = ()
         if finding is not None:
             fk, reason, sugg, blocking = finding
             rule = "cuda-only-header" if fk == "hazard" else ""
             findings.append(RawFinding(pstart, path.decode("latin-1"), fk, reason, sugg, blocking, rule))
+            if rule:
+                row = table_row(path.decode("latin-1"))
+                compat = row.compat if row is not None else ()
+        if compat:
+            # the compat header provides it (the row's compat column): the tree pass includes that at the top
+            # (and reports the finding as a note); the CUDA header itself does not exist for HIP
+            st.simd_used.update(c.encode("latin-1") for c in compat)
+            line_start = data.rfind(b"\n", 0, mstart) + 1
+            directive = data[line_start : pend + 1].lstrip(b" \t")
+            return line_start, pend + 1, f"// [hipify] provided by {simd.OUTPUT_NAME}: ".encode() + directive
         if repl is None:
             includes.append(Include(out_pstart, out_pstart + (pend - pstart), path.decode("latin-1"), angled, pstart))
             return None

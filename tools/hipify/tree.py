@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from tools.errors import ToolError
 from tools.hipify import insert, scope, simd
 from tools.hipify.hashing import code_fingerprint, file_sha256_hex, sha256_hex
+from tools.hipify.headers import table_row
 from tools.hipify.mapping import MappingDatabase, load_database
 from tools.hipify.model import ENGINES, LAUNCH_STYLES, NAMING_STYLES, Finding, HipifyOptions, HipifyResult
 from tools.hipify.translate import RawFinding, Translator, positions
@@ -1227,6 +1228,12 @@ class _Scope:
                         f"; note: the project defines __CUDA_ARCH__ itself ({own[0]}:{own[1]}), which the translation "
                         "renames to __HIP_DEVICE_COMPILE__ too"
                     )
+            if rule == "cuda-only-header" and kind == "hazard":
+                row = table_row(name)
+                if row is not None and row.compat and self.provided.issuperset(row.compat):
+                    kind, blocking = "note", False
+                    reason = simd.family(row.compat[0].encode("latin-1")).provided(f"<{name}>")
+                    sugg = "none needed"
             if rule in simd.RULES:
                 if name in self.simd_defined:
                     continue  # the project defines it (a hand port's compat header)

@@ -468,6 +468,110 @@ HIPIFY_COMPAT_FN void __stcs(T* p, typename hipify_compat_same<T>::type v) { *p 
 template <typename T>
 HIPIFY_COMPAT_FN void __stwt(T* p, typename hipify_compat_same<T>::type v) { *p = v; }
 // @end
+// @family cg-reduce
+// @begin cooperative_groups_reduce
+// cooperative_groups::reduce(group, val, op) (CUDA's <cooperative_groups/reduce.h>): every thread of the group gets
+// op applied over the values of all its threads, in thread-rank order (op need only be associative). The group is a
+// thread_block_tile (HIP: a power of 2 up to warpSize, 64 on gfx9) or a coalesced_group (any size); other groups are a
+// compile error, as in CUDA. Lane r gathers ranks [r, r + 2d) with shfl_down (d = 1, 2, 4, ...: the ranks past the
+// group's end are skipped), then rank 0's total is broadcast with shfl. Values travel 32 bits at a time, so any
+// trivially copyable type works (float, int, double, a struct), as CUDA's do; HIP's own shuffles take only integer
+// and floating types. And the function objects plus, less (the lesser), greater (the greater), bit_and, bit_or,
+// bit_xor, which HIP 5.2, 6.4 and 7.2 do not declare either.
+#ifdef __cplusplus
+namespace hipify_cg {
+// 32-bit words of a value, shuffled through the group's int shuffle `shfl(group, word, arg)`
+template <typename T>
+struct words {
+  int w[(sizeof(T) + 3) / 4];
+};
+template <typename T>
+HIPIFY_COMPAT_FN words<T> to_words(const T& v) {
+  static_assert(__is_trivially_copyable(T), "cooperative_groups::reduce: the value type must be trivially copyable");
+  words<T> out;
+  for (unsigned i = 0; i < sizeof(out.w) / sizeof(int); ++i) out.w[i] = 0;
+  __builtin_memcpy(out.w, &v, sizeof(T));
+  return out;
+}
+template <typename T>
+HIPIFY_COMPAT_FN T from_words(const words<T>& in, T v) {
+  __builtin_memcpy(&v, in.w, sizeof(T));
+  return v;
+}
+template <typename G, typename T>
+HIPIFY_COMPAT_FN T shfl_down(const G& g, T v, unsigned int delta) {
+  words<T> in = to_words(v);
+  for (unsigned i = 0; i < sizeof(in.w) / sizeof(int); ++i) in.w[i] = g.shfl_down(in.w[i], delta);
+  return from_words(in, v);
+}
+template <typename G, typename T>
+HIPIFY_COMPAT_FN T shfl(const G& g, T v, int src_rank) {
+  words<T> in = to_words(v);
+  for (unsigned i = 0; i < sizeof(in.w) / sizeof(int); ++i) in.w[i] = g.shfl(in.w[i], src_rank);
+  return from_words(in, v);
+}
+// The reduction over any group with size(), thread_rank(), shfl_down(int, delta) and shfl(int, rank): after the step
+// with distance d, lane r holds op over ranks [r, min(r + 2d, size)), combined lower ranks first.
+template <typename G, typename T, typename Op>
+HIPIFY_COMPAT_FN T reduce(const G& g, T val, Op& op) {
+  const unsigned int n = g.size(), rank = g.thread_rank();
+  for (unsigned int d = 1; d < n; d *= 2) {
+    const T above = shfl_down(g, val, d);
+    if (rank + d < n) val = op(val, above);
+  }
+  return shfl(g, val, 0);
+}
+template <typename G>
+struct unsupported_group {
+  static const bool value = false;
+};
+}  // namespace hipify_cg
+#if defined(__HIPCC__)
+#include <hip/hip_cooperative_groups.h>
+namespace cooperative_groups {
+template <typename T>
+struct plus {
+  __host__ __device__ T operator()(T a, T b) const { return a + b; }
+};
+template <typename T>
+struct less {
+  __host__ __device__ T operator()(T a, T b) const { return b < a ? b : a; }
+};
+template <typename T>
+struct greater {
+  __host__ __device__ T operator()(T a, T b) const { return a < b ? b : a; }
+};
+template <typename T>
+struct bit_and {
+  __host__ __device__ T operator()(T a, T b) const { return a & b; }
+};
+template <typename T>
+struct bit_or {
+  __host__ __device__ T operator()(T a, T b) const { return a | b; }
+};
+template <typename T>
+struct bit_xor {
+  __host__ __device__ T operator()(T a, T b) const { return a ^ b; }
+};
+template <unsigned int Size, typename Parent, typename T, typename Op>
+__device__ __forceinline__ auto reduce(const thread_block_tile<Size, Parent>& g, T val, Op op) -> decltype(op(val, val)) {
+  return hipify_cg::reduce(g, val, op);
+}
+template <typename T, typename Op>
+__device__ __forceinline__ auto reduce(const coalesced_group& g, T val, Op op) -> decltype(op(val, val)) {
+  return hipify_cg::reduce(g, val, op);
+}
+// any other group (thread_block, grid_group, a tiled_partition(block, n) thread_group): CUDA rejects it too
+template <typename Group, typename T, typename Op>
+__device__ __forceinline__ T reduce(const Group&, T val, Op) {
+  static_assert(hipify_cg::unsupported_group<Group>::value,
+                "cooperative_groups::reduce takes a thread_block_tile or a coalesced_group (as in CUDA)");
+  return val;
+}
+}  // namespace cooperative_groups
+#endif
+#endif
+// @end
 
 #undef HIPIFY_S
 #undef HIPIFY_U
