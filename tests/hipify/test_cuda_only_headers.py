@@ -39,7 +39,7 @@ def test_by_target(header: str, version: tuple[int, int], since: tuple[int, int]
 @pytest.mark.parametrize(
     "include",
     [
-        "cooperative_groups/reduce.h",
+        "cooperative_groups/scan.h",
         "cooperative_groups/memcpy_async.h",
         "cuda/barrier",
         "cuda/std/atomic",

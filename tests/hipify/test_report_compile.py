@@ -72,7 +72,7 @@ __device__ unsigned lane_id() {
 __global__ void k(unsigned* p) { p[threadIdx.x] = lane_id(); }
 """
 
-REDUCE = "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n__global__ void k() {}\n"
+REDUCE = "#include <cooperative_groups.h>\n#include <cooperative_groups/memcpy_async.h>\n__global__ void k() {}\n"
 
 
 def _hipify(src_dir: Path, out: Path, version: tuple[int, int], **options: object) -> HipifyResult:
@@ -137,7 +137,7 @@ def _check(tmp_path: Path, t: dict[str, object], compile_cmd: list[str], run: ob
     assert _blocking(t["plain"], "ported.cu") == ["inline-asm:asm volatile("] and rc["ported"] != "0"
     assert _blocking(t["defined"], "ported.cu") == []
     # the CUDA-only header: missing, and the classifier says what hipify's table says
-    assert rc["reduce"] != "0" and "cooperative_groups/reduce.h" in _blocking(t["plain"], "reduce.cu")[0]
+    assert rc["reduce"] != "0" and "cooperative_groups/memcpy_async.h" in _blocking(t["plain"], "reduce.cu")[0]
     # __CUDA_ARCH__: the branches the device pass keeps are the ones the findings say HIP takes
     taken = set(re.findall(r"\b(branch_\w+)", (out / "arch.i").read_text()))
     assert taken == {"branch_ne_610", "branch_lt_800"}, log[-3000:]
@@ -170,7 +170,7 @@ def test_in_the_roots(tmp_path: Path, version: str) -> None:
     cause = Classifier(load_database(), (int(version[0]), int(version[2])), hip, Project([unit])).classify(
         unit, unit, log
     )
-    row = table_row("cooperative_groups/reduce.h")
+    row = table_row("cooperative_groups/memcpy_async.h")
     assert row is not None and cause.cls == "hip-lacks" and row.instead in cause.reason
 
 

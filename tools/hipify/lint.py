@@ -105,6 +105,7 @@ _RULES: dict[str, tuple[tuple[bytes, ...], str, str, bool, str]] = {
                 b"binary_partition",
                 b"invoke_one",
                 b"reduce_update_async",
+                b"reduce_store_async",
                 b"wait_prior",
                 b"block_tile_memory",
             )

@@ -14,6 +14,13 @@
 //   `return *ptr;`, hip/amd_detail/amd_hip_fp16.h) and none of the others. Here each is a template, a plain load or
 //   store: the hint only tunes the cache, it changes no result. HIP's own (non-template) __half overloads, and a
 //   project's own, are chosen before the template where they match.
+// - cg-reduce: CUDA's <cooperative_groups/reduce.h> (CUDA C++ Programming Guide, Cooperative Groups, "reduce"):
+//   cooperative_groups::reduce(group, val, op) for a thread_block_tile or a coalesced_group, and the function objects
+//   plus, less, greater, bit_and, bit_or, bit_xor. HIP 5.2, 6.4 and 7.2 have no such header and declare none of them
+//   (hip/amd_detail/amd_hip_cooperative_groups.h). Built on the group's shfl_down and shfl, which HIP's tiles and
+//   coalesced_group have in all three; the shuffle pattern is run on the host over a mock group
+//   (tests/hipify/test_cg_reduce.py). An include wants this block (data/cuda_only_headers.tsv, compat column), not a
+//   name. reduce_update_async/reduce_store_async and <cooperative_groups/scan.h> are not provided.
 //
 // `python -m tools hipify` writes the functions a tree uses (and does not define itself) into hipify_compat.h at the
 // top of its output directory and includes it in the files that use them. They are __host__ __device__ and
