@@ -152,7 +152,7 @@ def test_a_bad_compat_name_is_one_clear_error(tmp_path: Path) -> None:
 
     bad = tmp_path / "t.tsv"
     bad.write_text("header\tinstead\tsource\tcompat\nx.h\tdo y\tz\tno_such_block\n")
-    with pytest.raises(ToolError, match="no_such_block, which hipify_compat.h has no block of"):
+    with pytest.raises(ToolError, match=r"no_such_block, which hipify_compat\.h has no block of"):
         headers_mod.table(bad)
 
 
