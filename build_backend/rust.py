@@ -9,12 +9,13 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from build_backend import log
+from build_backend import log, rustc_wrapper
 from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout
 from buildcore.errors import BuildError
 from buildcore.process import run
 from buildcore.settings import Settings
 from buildcore.toolchain import Toolchain
+from buildcore.toolchain.launcher import RUSTC_WRAPPER
 
 EXTENSION_NAME = "_native"
 
@@ -40,10 +41,16 @@ def build_extension(
     for old in out.glob("*.whl"):
         old.unlink()
     cargo_home = Path(environ.get("CARGO_HOME", Path.home() / ".cargo"))
-    remaps = [
+    # The path maps (no build path in what rustc writes). Every crate gets CARGO_HOME's, where the registry's
+    # sources are; only the checkout's own crates get the checkout's and the build directory's, through the
+    # wrapper (rustc_wrapper.py), so that a registry crate's command line is the same from any checkout and a
+    # compiler cache hits it from anywhere. Appended after the others, in this order: rustc applies the last
+    # map that matches.
+    cargo_home_map = f"--remap-path-prefix={cargo_home}=/cargo"
+    checkout_maps = [
         f"--remap-path-prefix={layout.build}={BUILD_PREFIX}",
         f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
-        f"--remap-path-prefix={cargo_home}=/cargo",
+        cargo_home_map,
     ]
     # CARGO_ENCODED_RUSTFLAGS separates flags with 0x1f, so paths with spaces stay whole; the user's
     # RUSTFLAGS (white-space separated, as cargo reads them) are kept in front.
@@ -52,13 +59,20 @@ def build_extension(
         if environ.get("CARGO_ENCODED_RUSTFLAGS")
         else (environ.get("RUSTFLAGS", "").split())
     )
-    encoded_rustflags = "\x1f".join([*user_flags, *remaps])
+    encoded_rustflags = "\x1f".join([*user_flags, cargo_home_map])
+    launcher = toolchain.launchers.rustc
+    wrapper = rustc_wrapper.write(
+        layout.build, layout.source, [cargo_home], checkout_maps, launcher.program if launcher else None
+    )
+    # The target directory is maturin's --target-dir, not CARGO_TARGET_DIR: sccache hashes every CARGO_
+    # variable of rustc's environment into each crate's key, and this one names the build directory.
+    dropped = ("RUSTFLAGS", "CARGO_TARGET_DIR")
     env = {
-        **{k: v for k, v in environ.items() if k != "RUSTFLAGS"},
+        **{k: v for k, v in environ.items() if k not in dropped},
         **toolchain.env,
         "MONARCH_GPU_PLATFORM": toolchain.platform,
-        "CARGO_TARGET_DIR": os.fspath(layout.sub("cargo")),
         "CARGO_ENCODED_RUSTFLAGS": encoded_rustflags,
+        RUSTC_WRAPPER: os.fspath(wrapper),
     }
     host = toolchain.host
     if host is not None:  # detection's choices (toolchain/host.py); a user's own variables are left as they are
@@ -72,8 +86,8 @@ def build_extension(
     if toolchain.platform == "rocm" and toolchain.root is not None and toolchain.lib_dir is not None:
         env["MONARCH_ROCM_PATH"] = os.fspath(toolchain.root)
         env["MONARCH_HIP_LIB_DIR"] = os.fspath(toolchain.lib_dir)
-    # The compiler cache (toolchain/launcher.py): RUSTC_WRAPPER, and CC for the cc crate in rocm_compat's build
-    # script, wrapping the C compiler as set so far (the user's CC, or none: the cc crate's `cc`).
+    # The compiler cache (toolchain/launcher.py; rustc's runs through the wrapper): CC for the cc crate in
+    # rocm_compat's build script, wrapping the C compiler as set so far (the user's CC, or none: `cc`).
     env.update(toolchain.launchers.rust_env(env))
     env.update(toolchain.launchers.tool_env(layout.source, layout.build, environ))
     link_args: list[str] = []
@@ -86,6 +100,8 @@ def build_extension(
         os.fspath(manifest),
         "--out",
         os.fspath(out),
+        "--target-dir",
+        os.fspath(layout.sub("cargo")),
         "--features",
         "extension-module",
         "--interpreter",
