@@ -43,7 +43,7 @@ def script(members: Path, outside: Sequence[Path], member_flags: Sequence[str], 
         "# the path maps of the checkout for its own crates only; then the compiler cache, if any.",
         'case "${CARGO_MANIFEST_DIR-}" in',
         *(f"  {under(p)}) ;;" for p in outside),
-        f"  {under(members)}) set -- \"$@\" {' '.join(q(f) for f in member_flags)} ;;",
+        f'  {under(members)}) set -- "$@" {" ".join(q(f) for f in member_flags)} ;;',
         "esac",
         f'exec {q(launcher)} "$@"' if launcher else 'exec "$@"',
     ]
