@@ -18,6 +18,10 @@ from buildcore.toolchain import Toolchain
 from buildcore.toolchain.launcher import RUSTC_WRAPPER
 
 EXTENSION_NAME = "_native"
+# Where the registry crates' build-script outputs are copied (under the user's cache directory), and what that
+# directory is called inside binaries.
+OUT_DIRS = "cargo-out-dirs"
+OUT_DIRS_PREFIX = "/monarch-runtime/out-dirs"
 
 
 def _maturin(environ: Mapping[str, str]) -> list[str]:
@@ -41,16 +45,18 @@ def build_extension(
     for old in out.glob("*.whl"):
         old.unlink()
     cargo_home = Path(environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    out_dirs = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "monarch-runtime" / OUT_DIRS
     # The path maps (no build path in what rustc writes). Every crate gets CARGO_HOME's, where the registry's
-    # sources are; only the checkout's own crates get the checkout's and the build directory's, through the
-    # wrapper (rustc_wrapper.py), so that a registry crate's command line is the same from any checkout and a
-    # compiler cache hits it from anywhere. Appended after the others, in this order: rustc applies the last
-    # map that matches.
-    cargo_home_map = f"--remap-path-prefix={cargo_home}=/cargo"
+    # sources are, and that of the registry crates' build-script outputs (OUT_DIR), which the wrapper moves to
+    # copies under ``out_dirs``; only the checkout's own crates get the checkout's and the build directory's,
+    # through the wrapper (rustc_wrapper.py). So a registry crate's command line is the same from any checkout,
+    # and a compiler cache hits it from anywhere. The checkout's are appended after the others, in this order:
+    # rustc applies the last map that matches.
+    common_maps = [f"--remap-path-prefix={cargo_home}=/cargo", f"--remap-path-prefix={out_dirs}={OUT_DIRS_PREFIX}"]
     checkout_maps = [
         f"--remap-path-prefix={layout.build}={BUILD_PREFIX}",
         f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
-        cargo_home_map,
+        *common_maps,
     ]
     # CARGO_ENCODED_RUSTFLAGS separates flags with 0x1f, so paths with spaces stay whole; the user's
     # RUSTFLAGS (white-space separated, as cargo reads them) are kept in front.
@@ -59,10 +65,15 @@ def build_extension(
         if environ.get("CARGO_ENCODED_RUSTFLAGS")
         else (environ.get("RUSTFLAGS", "").split())
     )
-    encoded_rustflags = "\x1f".join([*user_flags, cargo_home_map])
+    encoded_rustflags = "\x1f".join([*user_flags, *common_maps])
     launcher = toolchain.launchers.rustc
     wrapper = rustc_wrapper.write(
-        layout.build, layout.source, [cargo_home], checkout_maps, launcher.program if launcher else None
+        layout.build,
+        checkout=layout.source,
+        registry=cargo_home,
+        checkout_flags=checkout_maps,
+        out_dirs=out_dirs,
+        launcher=launcher.program if launcher else None,
     )
     # The target directory is maturin's --target-dir, not CARGO_TARGET_DIR: sccache hashes every CARGO_
     # variable of rustc's environment into each crate's key, and this one names the build directory.

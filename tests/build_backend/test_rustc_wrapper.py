@@ -34,7 +34,7 @@ exec "$@"
 
 def recorder(tmp_path: Path) -> tuple[Path, Path]:
     calls = tmp_path / "calls"
-    calls.mkdir()
+    calls.mkdir(parents=True)
     exe = tmp_path / "bin" / "recorder"
     exe.parent.mkdir()
     exe.write_text(RECORDER.format(calls=calls))
@@ -82,19 +82,21 @@ def read_calls(calls: Path) -> list[Call]:
 # --- the script alone --------------------------------------------------------------------------------------
 
 
-def run_wrapper(wrapper: Path, manifest_dir: str | None, *args: str) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CARGO_MANIFEST_DIR"}
+def run_wrapper(wrapper: Path, manifest_dir: str | None, *args: str, **env_vars: str) -> list[str]:
+    """The arguments the launcher got, after the OUT_DIR it saw."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CARGO_MANIFEST_DIR", "OUT_DIR")}
     if manifest_dir is not None:
         env["CARGO_MANIFEST_DIR"] = manifest_dir
+    env.update(env_vars)
     out = subprocess.run([os.fspath(wrapper), *args], env=env, capture_output=True, text=True, check=True).stdout
     return out.split("\0")[:-1]
 
 
 @pytest.fixture
 def echo(tmp_path: Path) -> Path:
-    """Stands for the launcher (or rustc): prints its arguments, NUL-separated."""
+    """Stands for the launcher (or rustc): prints OUT_DIR and its arguments, NUL-separated."""
     exe = tmp_path / "echo-args"
-    exe.write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n")
+    exe.write_text('#!/bin/sh\nprintf \'%s\\0\' "${OUT_DIR-}" "$@"\n')
     exe.chmod(0o755)
     return exe
 
@@ -103,17 +105,64 @@ def test_only_the_checkouts_crates_get_its_flags(tmp_path: Path, echo: Path) -> 
     source = tmp_path / "it's a checkout" / "src"  # a quote and a space survive the shell
     cargo_home = source / ".cargo"  # inside the checkout: its crates are still the registry's
     flags = [f"--remap-path-prefix={source}=/s", "--cfg=x y"]
-    wrapper = rustc_wrapper.write(tmp_path, source, [cargo_home], flags, os.fspath(echo))
+    wrapper = rustc_wrapper.write(
+        tmp_path, checkout=source, registry=cargo_home, checkout_flags=flags, out_dirs=None, launcher=os.fspath(echo)
+    )
     assert wrapper == tmp_path / rustc_wrapper.WRAPPER_NAME and os.access(wrapper, os.X_OK)
     rustc = ["/opt/rust/bin/rustc", "--crate-name", "k", "src/lib.rs"]
-    assert run_wrapper(wrapper, str(source / "rust" / "runtime"), *rustc) == [*rustc, *flags]
-    assert run_wrapper(wrapper, str(source), *rustc) == [*rustc, *flags]
+    assert run_wrapper(wrapper, str(source / "rust" / "runtime"), *rustc) == ["", *rustc, *flags]
+    assert run_wrapper(wrapper, str(source), *rustc) == ["", *rustc, *flags]
     for other in (str(cargo_home / "registry" / "src" / "syn-2"), f"{source}2/crate", "/elsewhere", "", None):
-        assert run_wrapper(wrapper, other, *rustc) == rustc, other  # unchanged, through the launcher
+        assert run_wrapper(wrapper, other, *rustc) == ["", *rustc], other  # unchanged, through the launcher
     # No launcher: the command runs itself.
-    direct = rustc_wrapper.write(tmp_path, source, [], flags, None)
-    assert run_wrapper(direct, str(source / "rust"), os.fspath(echo), "-vV") == ["-vV", *flags]
-    assert run_wrapper(direct, None, os.fspath(echo), "-vV") == ["-vV"]
+    direct = rustc_wrapper.write(
+        tmp_path, checkout=source, registry=cargo_home, checkout_flags=flags, out_dirs=None, launcher=None
+    )
+    assert run_wrapper(direct, str(source / "rust"), os.fspath(echo), "-vV") == ["", "-vV", *flags]
+    assert run_wrapper(direct, None, os.fspath(echo), "-vV") == ["", "-vV"]
+
+
+def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_path: Path, echo: Path) -> None:
+    """Two build directories' OUT_DIRs with the same files: one copy, the same path, for both; other
+    contents: another copy; the checkout's crates keep theirs; no copy possible: OUT_DIR is left."""
+    cargo_home, store = tmp_path / "cargo", tmp_path / "cache" / "out-dirs"
+    registry_crate = str(cargo_home / "registry" / "src" / "pyo3-build-config-0.26.0")
+    wrapper = rustc_wrapper.write(
+        tmp_path,
+        checkout=tmp_path / "src",
+        registry=cargo_home,
+        checkout_flags=[],
+        out_dirs=store,
+        launcher=os.fspath(echo),
+    )
+    seen = []
+    for build in ("build-a", "build-b", "build-c"):
+        out_dir = tmp_path / build / "cargo" / "release" / "build" / "pyo3-build-config-1234" / "out"
+        (out_dir / "sub").mkdir(parents=True)
+        (out_dir / "pyo3-build-config.txt").write_text("implementation=CPython\n")
+        (out_dir / "sub" / "more.rs").write_text("pub const X: u8 = 1;\n" if build != "build-c" else "// other\n")
+        got = run_wrapper(wrapper, registry_crate, "rustc", OUT_DIR=str(out_dir), CARGO_PKG_NAME="pyo3-build-config")
+        seen.append(Path(got[0]))
+        assert got[1:] == ["rustc"]
+    assert seen[0] == seen[1] != seen[2], seen
+    for copy in seen:
+        assert copy.parent == store and copy.name.startswith("pyo3-build-config-")
+        assert (copy / "pyo3-build-config.txt").read_text() == "implementation=CPython\n"
+    assert sorted(p.name for p in store.iterdir()) == sorted({p.name for p in seen})  # nothing half-made left
+    member_out = tmp_path / "build-a" / "cargo" / "release" / "build" / "rocm_compat-1" / "out"
+    member_out.mkdir(parents=True)
+    assert run_wrapper(wrapper, str(tmp_path / "src" / "rust"), "rustc", OUT_DIR=str(member_out))[0] == str(member_out)
+    assert run_wrapper(wrapper, registry_crate, "rustc", OUT_DIR=str(tmp_path / "none"))[0] == str(tmp_path / "none")
+    blocked = rustc_wrapper.write(
+        tmp_path,
+        checkout=tmp_path / "src",
+        registry=cargo_home,
+        checkout_flags=[],
+        out_dirs=tmp_path / "file" / "x",
+        launcher=os.fspath(echo),
+    )
+    (tmp_path / "file").write_text("not a directory")
+    assert run_wrapper(blocked, registry_crate, "rustc", OUT_DIR=str(member_out))[0] == str(member_out)
 
 
 # --- what rust.py gives cargo ------------------------------------------------------------------------------
@@ -150,6 +199,7 @@ def test_cargo_gets_the_wrapper_and_no_build_path(tmp_path: Path, monkeypatch: p
         "RUSTC_WRAPPER": str(exe),  # the user's own: the wrapper runs it
         "RUSTFLAGS": "-C target-cpu=native",
         "CARGO_TARGET_DIR": str(tmp_path / "theirs"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     args, env = cargo_setup(monkeypatch, layout, environ)
     wrapper = layout.build / rustc_wrapper.WRAPPER_NAME
@@ -158,11 +208,15 @@ def test_cargo_gets_the_wrapper_and_no_build_path(tmp_path: Path, monkeypatch: p
     assert f"exec {exe} " in text
     for prefix, to in ((layout.build, BUILD_PREFIX), (layout.source, SOURCE_PREFIX), (cargo_home, "/cargo")):
         assert f"--remap-path-prefix={prefix}={to}" in text
-    # Every crate: the user's flags and CARGO_HOME's map, nothing of the checkout or the build directory.
+    store = tmp_path / "cache" / "monarch-runtime" / rust.OUT_DIRS
+    assert f"mkdir -p {store} " in text  # where the registry crates' OUT_DIRs go
+    # Every crate: the user's flags, and the maps of CARGO_HOME and of those copies; nothing of the checkout
+    # or the build directory.
     assert env["CARGO_ENCODED_RUSTFLAGS"].split("\x1f") == [
         "-C",
         "target-cpu=native",
         f"--remap-path-prefix={cargo_home}=/cargo",
+        f"--remap-path-prefix={store}={rust.OUT_DIRS_PREFIX}",
     ]
     # The target directory is an argument: CARGO_ variables are in sccache's key.
     assert "CARGO_TARGET_DIR" not in env and "RUSTFLAGS" not in env
@@ -197,6 +251,7 @@ def test_registry_crates_get_the_same_command_line_from_two_checkouts(
         drop = ("CARGO_TARGET_DIR", "CARGO_BUILD_", "CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "RUSTC_")
         environ = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         environ["RUSTC_WRAPPER"] = str(exe)
+        environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the registry crates' OUT_DIR copies: one place
         args, env = cargo_setup(monkeypatch, layout, environ)
         target = args[args.index("--target-dir") + 1]
         cargo = ["cargo", "build", "--quiet", "-p", "rocm_compat", "--manifest-path", str(where / "Cargo.toml")]
@@ -204,23 +259,25 @@ def test_registry_crates_get_the_same_command_line_from_two_checkouts(
             [*cargo, "--target-dir", target], env=env, cwd=layout.build, capture_output=True, text=True, check=False
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        runs[name], layouts[name] = [c for c in read_calls(calls) if c.crate], layout
+        # The crates' compiles (cargo's probes, rustc -vV and --print, name no manifest directory).
+        runs[name], layouts[name] = [c for c in read_calls(calls) if c.manifest_dir], layout
     for name, calls in runs.items():
         source, build = str(layouts[name].source), str(layouts[name].build)
         members = [c for c in calls if is_member(c, source)]
         registry = [c for c in calls if not is_member(c, source)]
         assert {"rocm_compat", "host_collectives", "build_script_build"} <= {c.crate for c in members}
         assert {"cc", "shlex"} <= {c.crate for c in registry}
+        cargo_home = Path(env.get("CARGO_HOME", Path.home() / ".cargo"))
+        store = tmp_path / "cache" / "monarch-runtime" / rust.OUT_DIRS
+        common = (f"--remap-path-prefix={cargo_home}=/cargo", f"--remap-path-prefix={store}={rust.OUT_DIRS_PREFIX}")
         for c in members:  # the checkout's maps, last
-            assert c.argv[-3:-1] == (
+            assert c.argv[-4:] == (
                 f"--remap-path-prefix={build}={BUILD_PREFIX}",
                 f"--remap-path-prefix={source}={SOURCE_PREFIX}",
+                *common,
             ), c.argv
-        for c in registry:  # CARGO_HOME's map alone, and no path of the checkout in what sccache hashes
-            maps = [a for a in c.argv if a.startswith("--remap-path-prefix=")]
-            assert len(maps) == 1 and maps[0].endswith("=/cargo"), c.argv
-            # (OUT_DIR, under the build directory, where a crate has a build script: sccache hashes it where
-            # the crate reads it, env!("OUT_DIR"); none of these has one.)
+        for c in registry:  # the common maps alone, and no path of the checkout in what sccache hashes
+            assert tuple(a for a in c.argv if a.startswith("--remap-path-prefix=")) == common, c.argv
             assert not [a for a in (*c.key(), c.cwd, *c.env) if source in a or build in a], c
     a, b = ({(c.crate, c.manifest_dir): c for c in runs[n] if not is_member(c, str(layouts[n].source))} for n in "ab")
     assert a.keys() == b.keys()
