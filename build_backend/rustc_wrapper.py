@@ -36,14 +36,15 @@ WRAPPER_NAME = "rustc-wrapper"
 
 # OUT_DIR -> <out dirs>/<package>-<sha256 of its files' names and contents>, made through a temporary directory
 # renamed into place (a concurrent build that made it first wins; the contents are the same). Any failure
-# leaves OUT_DIR as it is.
+# leaves OUT_DIR as it is. The copies keep the build script's modification times: cargo takes an input
+# newer than the start of the compile that read it for a change, and would rebuild that crate next time.
 _RELOCATE = """relocate_out_dir() {{
   [ -d "${{OUT_DIR-}}" ] || return 0
   sum=$(cd "$OUT_DIR" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum | sha256sum) || return 0
   dest={store}/"${{CARGO_PKG_NAME:-crate}}-${{sum%% *}}"
   if [ ! -d "$dest" ]; then
     mkdir -p {store} && tmp=$(mktemp -d {store}/.partial.XXXXXX) || return 0
-    if cp -R "$OUT_DIR/." "$tmp/" && mv -T "$tmp" "$dest" 2>/dev/null; then :; else rm -rf "$tmp"; fi
+    if cp -pR "$OUT_DIR/." "$tmp/" && mv -T "$tmp" "$dest" 2>/dev/null; then :; else rm -rf "$tmp"; fi
     [ -d "$dest" ] || return 0
   fi
   OUT_DIR=$dest

@@ -140,6 +140,7 @@ def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_pat
         out_dir = tmp_path / build / "cargo" / "release" / "build" / "pyo3-build-config-1234" / "out"
         (out_dir / "sub").mkdir(parents=True)
         (out_dir / "pyo3-build-config.txt").write_text("implementation=CPython\n")
+        os.utime(out_dir / "pyo3-build-config.txt", (1_600_000_000, 1_600_000_000))  # the build script's time
         (out_dir / "sub" / "more.rs").write_text("pub const X: u8 = 1;\n" if build != "build-c" else "// other\n")
         got = run_wrapper(wrapper, registry_crate, "rustc", OUT_DIR=str(out_dir), CARGO_PKG_NAME="pyo3-build-config")
         seen.append(Path(got[0]))
@@ -148,6 +149,7 @@ def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_pat
     for copy in seen:
         assert copy.parent == store and copy.name.startswith("pyo3-build-config-")
         assert (copy / "pyo3-build-config.txt").read_text() == "implementation=CPython\n"
+        assert (copy / "pyo3-build-config.txt").stat().st_mtime == 1_600_000_000  # or cargo rebuilds next time
     assert sorted(p.name for p in store.iterdir()) == sorted({p.name for p in seen})  # nothing half-made left
     member_out = tmp_path / "build-a" / "cargo" / "release" / "build" / "rocm_compat-1" / "out"
     member_out.mkdir(parents=True)
