@@ -35,9 +35,11 @@ from pathlib import Path
 WRAPPER_NAME = "rustc-wrapper"
 
 # OUT_DIR -> <out dirs>/<package>-<sha256 of its files' names and contents>, made through a temporary directory
-# renamed into place (a concurrent build that made it first wins; the contents are the same). Any failure
-# leaves OUT_DIR as it is. The copies keep the build script's modification times: cargo takes an input
-# newer than the start of the compile that read it for a change, and would rebuild that crate next time.
+# renamed into place (a concurrent build that made it first wins; the contents are the same). The copies keep
+# the build script's modification times: cargo takes an input newer than the start of the compile that read it
+# for a change, and would rebuild that crate next time. Only a copy equal to OUT_DIR, file for file, stands in
+# for it (a store changed by hand, or tools that hash wrongly, cost a cache miss, never a wrong build); any
+# failure leaves OUT_DIR as it is.
 _RELOCATE = """relocate_out_dir() {{
   [ -d "${{OUT_DIR-}}" ] || return 0
   sum=$(cd "$OUT_DIR" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum | sha256sum) || return 0
@@ -45,8 +47,8 @@ _RELOCATE = """relocate_out_dir() {{
   if [ ! -d "$dest" ]; then
     mkdir -p {store} && tmp=$(mktemp -d {store}/.partial.XXXXXX) || return 0
     if cp -pR "$OUT_DIR/." "$tmp/" && mv -T "$tmp" "$dest" 2>/dev/null; then :; else rm -rf "$tmp"; fi
-    [ -d "$dest" ] || return 0
   fi
+  diff -r "$OUT_DIR" "$dest" >/dev/null 2>&1 || return 0
   OUT_DIR=$dest
   export OUT_DIR
 }}

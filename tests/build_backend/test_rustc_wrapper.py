@@ -155,6 +155,11 @@ def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_pat
     member_out.mkdir(parents=True)
     assert run_wrapper(wrapper, str(tmp_path / "src" / "rust"), "rustc", OUT_DIR=str(member_out))[0] == str(member_out)
     assert run_wrapper(wrapper, registry_crate, "rustc", OUT_DIR=str(tmp_path / "none"))[0] == str(tmp_path / "none")
+    # A copy that is not what its name says (changed by hand): OUT_DIR is left as it is.
+    (seen[2] / "sub" / "more.rs").write_text("// changed\n")
+    other_out = tmp_path / "build-c" / "cargo" / "release" / "build" / "pyo3-build-config-1234" / "out"
+    again = run_wrapper(wrapper, registry_crate, "rustc", OUT_DIR=str(other_out), CARGO_PKG_NAME="pyo3-build-config")
+    assert again[0] == str(other_out)
     blocked = rustc_wrapper.write(
         tmp_path,
         checkout=tmp_path / "src",
