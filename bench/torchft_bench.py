@@ -9,10 +9,13 @@ tensors they allocate, as without ``state_dict=``), and the time from the receiv
 on GPUs with ``--device cuda``); ``PeerTransport`` over the CPU build's process communicator (NCCL/RCCL on
 GPU builds) and checks every tensor's checksum, the names, dtypes, shapes and the step on both sides.
 Each heal is verified after it is timed (the receiver's tensors equal the donor's). It prints heal
-seconds, GB/s and the ratio ``PeerTransport throughput / PGTransport throughput`` (goal: >= 0.8).
+seconds, GB/s and the ratio ``PeerTransport throughput / PGTransport throughput`` (goal: >= 0.8), and
+each transport's first heal of the size apart (its warm-up: for ``commit="swap"`` the heal whose
+buffers are fresh memory; the later ones receive into the memory the previous one displaced).
+``--commit copy,swap`` runs one ``PeerTransport`` per commit, interleaved with ``PGTransport``.
 
     python bench/torchft_bench.py [--mib 64,256,1024] [--repeat 3] [--device cpu|cuda] [--receive inplace|allocate]
-                                  [--shadow auto|device|host|none] [--json]
+                                  [--commit copy|swap|copy,swap] [--shadow auto|device|host|none] [--json]
 
 Needs torch and torchft (``pip install monarch-runtime[torchft]``).
 """
@@ -20,8 +23,10 @@ Needs torch and torchft (``pip install monarch-runtime[torchft]``).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -40,7 +45,9 @@ def make_state(mib: int, seed: int, device: str) -> dict[str, Any]:
     return {"user": {"default": {f"layer{i}.weight": torch.rand(n, generator=gen).to(device) for i in range(TENSORS)}}}
 
 
-def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, shadow: str, receive: str) -> None:
+def worker(
+    rank: int, port: int, sizes: list[int], repeat: int, device: str, shadow: str, receive: str, commits: list[str]
+) -> None:
     import torch  # noqa: PLC0415
     from monarch_runtime.torchft import PeerTransport  # noqa: PLC0415
     from torch.distributed import TCPStore  # noqa: PLC0415
@@ -68,13 +75,15 @@ def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, sha
         state = make_state(mib, 1 if rank == 0 else 2, device)
         tensors = list(state["user"]["default"].values())
         own = (lambda s=state: s) if receive == "inplace" else None
-        transports = {
-            "PGTransport": PGTransport(pg, timeout=TIMEOUT, device=torch.device(device), state_dict=own),
-            "PeerTransport": PeerTransport(TIMEOUT, state_dict=own, shadow=shadow),
+        transports: dict[str, Any] = {
+            "PGTransport": PGTransport(pg, timeout=TIMEOUT, device=torch.device(device), state_dict=own)
         }
+        for commit in commits:
+            transports[peer_name(commit)] = PeerTransport(TIMEOUT, state_dict=own, shadow=shadow, commit=commit)
         for trial in range(repeat + 1):
             for name, transport in transports.items():
                 if rank == 1:  # the receiver starts from its own state each time
+                    gc.collect()  # PGTransport's views of the targets wait in reference cycles (a swap refuses them)
                     for i, t in enumerate(tensors):
                         t.fill_(float(i))
                 meta = transport.metadata()
@@ -97,21 +106,28 @@ def worker(rank: int, port: int, sizes: list[int], repeat: int, device: str, sha
                     have = tensors if own else list(got["user"]["default"].values())
                     assert all(torch.equal(a, b) for a, b in zip(have, want.values())), f"{name}: wrong state"
                     del have
-                    if trial:
-                        inner = transport.reports[0]["seconds"] if name == "PeerTransport" else None
-                        results.append(
-                            {
-                                "mib": mib,
-                                "transport": name,
-                                "trial": trial,
-                                "seconds": seconds,
-                                "transfer_state_s": inner,
-                            }
-                        )
-        transports["PeerTransport"].shutdown()
+                    report = transport.reports[0] if name != "PGTransport" else {}
+                    results.append(
+                        {
+                            "mib": mib,
+                            "transport": name,
+                            "trial": trial,
+                            "seconds": seconds,
+                            "transfer_state_s": report.get("seconds"),
+                            "swapped": len(report.get("swapped", [])),
+                            "copied": sorted(set(report.get("copied", {}).values())),
+                        }
+                    )
+        for name, transport in transports.items():
+            if name != "PGTransport":
+                transport.shutdown()
         del state, tensors, transports
     if rank == 1:
         print("RESULTS " + json.dumps(results), flush=True)
+
+
+def peer_name(commit: str) -> str:
+    return f"PeerTransport[{commit}]"
 
 
 def main() -> None:
@@ -128,13 +144,19 @@ def main() -> None:
         choices=["inplace", "allocate"],
         help="into the receiver's own tensors (state_dict=), or into tensors the transports allocate",
     )
+    parser.add_argument(
+        "--commit", default="copy", help="PeerTransport's commit: copy, swap, or both (copy,swap) side by side"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(x) for x in args.mib.split(",")]
+    commits = args.commit.split(",")
+    if not commits or any(c not in ("copy", "swap") for c in commits) or len(set(commits)) != len(commits):
+        parser.error(f"--commit: copy, swap or copy,swap, not {args.commit!r}")
     if args.worker is not None:
-        worker(args.worker, args.port, sizes, args.repeat, args.device, args.shadow, args.receive)
+        worker(args.worker, args.port, sizes, args.repeat, args.device, args.shadow, args.receive, commits)
         return
     import monarch_runtime as m  # noqa: PLC0415
     from torch.distributed import TCPStore  # noqa: PLC0415
@@ -160,6 +182,8 @@ def main() -> None:
                 args.shadow,
                 "--receive",
                 args.receive,
+                "--commit",
+                args.commit,
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -172,21 +196,28 @@ def main() -> None:
         raise SystemExit(f"a worker failed: exit codes {[p.returncode for p in procs]}")
     (line,) = [x for x in outs[1].splitlines() if x.startswith("RESULTS ")]
     results = json.loads(line[len("RESULTS ") :])
-    table = []
+    peers = [peer_name(c) for c in commits]
+    table: list[dict[str, Any]] = []
     for mib in sizes:
-        best = {
-            name: min(r["seconds"] for r in results if r["mib"] == mib and r["transport"] == name)
-            for name in ("PGTransport", "PeerTransport")
+        runs = {
+            name: [r for r in results if r["mib"] == mib and r["transport"] == name] for name in ["PGTransport", *peers]
         }
+        warm = {name: [r["seconds"] for r in rs if r["trial"]] for name, rs in runs.items()}
+        best = {name: min(times) for name, times in warm.items()}
         gbs = {name: (mib << 20) / s / 1e9 for name, s in best.items()}
-        inner = min(r["transfer_state_s"] for r in results if r["mib"] == mib and r["transport"] == "PeerTransport")
         table.append(
             {
                 "mib": mib,
                 "seconds": best,
+                "median_s": {name: statistics.median(times) for name, times in warm.items()},
+                "first_heal_s": {name: rs[0]["seconds"] for name, rs in runs.items()},
                 "gb_per_s": gbs,
-                "ratio": gbs["PeerTransport"] / gbs["PGTransport"],
-                "peer_transfer_state_s": inner,
+                "ratio": {name: gbs[name] / gbs["PGTransport"] for name in peers},
+                "peer_transfer_state_s": {
+                    name: min(r["transfer_state_s"] for r in runs[name] if r["trial"]) for name in peers
+                },
+                "swapped": {name: min(r["swapped"] for r in runs[name]) for name in peers},
+                "copied": {name: sorted({w for r in runs[name] for w in r["copied"]}) for name in peers},
             }
         )
     if args.json:
@@ -194,16 +225,30 @@ def main() -> None:
         return
     print(
         f"monarch_runtime {m.PLATFORM} build, device {args.device}, receive {args.receive}, shadow {args.shadow}, "
-        f"best of {args.repeat}; load {os.getloadavg()[0]:.1f}"
+        f"best of {args.repeat} after a first heal; load {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'state':>9} | {'PGTransport':>20} | {'PeerTransport':>20} | of which transfer_state | Peer/PG throughput")
+    header = f"{'state':>9} | {'PGTransport':>20}"
+    for name in peers:
+        header += f" | {name:>25} | transfer_state | Peer/PG"
+    print(header + " | first heal: " + ", ".join(["PG", *peers]))
     for row in table:
-        pg, peer = row["seconds"]["PGTransport"], row["seconds"]["PeerTransport"]
-        print(
-            f"{row['mib']:>5} MiB | {pg:7.3f} s {row['gb_per_s']['PGTransport']:5.2f} GB/s | "
-            f"{peer:7.3f} s {row['gb_per_s']['PeerTransport']:5.2f} GB/s | {row['peer_transfer_state_s']:19.3f} s | "
-            f"{row['ratio']:.2f}" + ("" if row["ratio"] >= 0.8 else "  (SHORT of the 0.8 goal)")
-        )
+        pg = row["seconds"]["PGTransport"]
+        line = f"{row['mib']:>5} MiB | {pg:7.3f} s {row['gb_per_s']['PGTransport']:5.2f} GB/s"
+        for name in peers:
+            ratio = row["ratio"][name]
+            line += (
+                f" | {row['seconds'][name]:12.3f} s {row['gb_per_s'][name]:5.2f} GB/s"
+                f" | {row['peer_transfer_state_s'][name]:12.3f} s | {ratio:5.2f}" + (" " if ratio >= 0.8 else "*")
+            )
+        first = row["first_heal_s"]
+        print(line + " | " + ", ".join(f"{first[n]:.3f} s" for n in ["PGTransport", *peers]))
+    print("* short of the 0.8 goal")
+    for row in table:
+        for name in peers:
+            if name == peer_name("swap") and row["swapped"][name] < TENSORS:
+                print(
+                    f"{row['mib']} MiB, {name}: only {row['swapped'][name]} of {TENSORS} swapped: {row['copied'][name]}"
+                )
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@
 #       (sid has no RCCL for HIP 6) under DIR/opt/rccl/usr (RCCL_HOME). Like a user's machine with Debian's
 #       ROCm packages, a root has no gcc, g++, cc or c++: the build must choose the ROCm clang itself.
 #         --with-libs          hipCUB/rocPRIM/rocThrust and the hipBLAS/hipBLASLt/hipSPARSE/hipSOLVER/hipFFT/hipRAND
-#                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr, for
-#                              compile checks of code that uses them (bench/port_quality.py)
+#                              headers (unpacked, not installed) under DIR/opt/rocm-libs/usr and linked into
+#                              /usr/include/<lib>/ where Debian's packages put them, for compile checks of code
+#                              that uses them (tools port, bench/port_quality.py)
 #         --with-hipify-clang  hipify-clang 7.2 (7.2 only), for bench/hipify_bench.py
 #         --with-ccache        the root's own ccache (Debian's package), for builds through the compiler cache
 #                              (-C compiler-launcher=ccache: tests/build_backend/test_compiler_cache.py, bench/build_bench.py)
@@ -98,6 +99,20 @@ make_bare() {
   done
 }
 
+# The libraries' headers (--with-libs) where Debian's -dev packages install them, /usr/include/<lib>/ (links into
+# the unpacked /opt/rocm-libs/usr/include), so that the compiler and the toolchain detection find them as on a
+# user's machine with libhipcub-dev & co. installed. Cheap and idempotent: also run on a root that is up to date.
+link_lib_headers() {
+  local dir=$1 entry name
+  [[ -d "$dir/opt/rocm-libs/usr/include" ]] || return 0
+  for entry in "$dir"/opt/rocm-libs/usr/include/*; do
+    name=${entry##*/}
+    if [[ ! -e "$dir/usr/include/$name" && ! -L "$dir/usr/include/$name" ]]; then
+      ln -s "../../opt/rocm-libs/usr/include/$name" "$dir/usr/include/$name"
+    fi
+  done
+}
+
 # A root's stamp: one line for the base recipe, one per extra it carries (with that extra's own recipe), so
 # a root made with extras satisfies a request without them, and a new library list leaves other roots alone.
 recipe_stamp() {
@@ -144,6 +159,7 @@ cmd_make() {
   if stamp_covers "$dir/.monarch-root" "$want"; then
     copy_host_config "$dir"   # certificates may have changed since; cheap
     make_bare "$dir"          # a root made by an older recipe (cheap, like the certificates)
+    link_lib_headers "$dir"   # (the same)
     log "ROCm $version root at $dir is up to date"
     return 0
   fi
@@ -204,6 +220,7 @@ cmd_make() {
     log "unpacking library headers into /opt/rocm-libs: $LIB_PACKAGES"
     chroot_exec "$work" sh -c "set -e; rm -rf /opt/rocm-libs /tmp/libdebs; mkdir -p /tmp/libdebs /opt/rocm-libs; cd /tmp/libdebs; apt-get -o APT::Sandbox::User=root download -qq $LIB_PACKAGES; for d in *.deb; do dpkg-deb -x \$d /opt/rocm-libs; done; rm -rf /tmp/libdebs" \
       || die "downloading the ROCm library headers failed (see above)."
+    link_lib_headers "$work"
   fi
   make_bare "$work"
   log "python tools into /opt/monarch/venv: ${ROOT_TOOLS[*]}"

@@ -176,10 +176,15 @@ struct Scratch {
 
 std::atomic<Scratch*> g_scratch[kCachedDevices][kScratchSlots];
 
-void free_scratch(Scratch* s) {
-  if (s->acc != nullptr) (void)cudaFree(s->acc);
-  if (s->host != nullptr) (void)cudaFreeHost(s->host);
+// The error to report when two steps can fail: the first one's (the later one usually follows from it).
+inline cudaError_t first_error(cudaError_t first, cudaError_t then) { return first != cudaSuccess ? first : then; }
+
+// Frees both buffers whatever happens; the first error, if any.
+cudaError_t free_scratch(Scratch* s) {
+  cudaError_t err = s->acc != nullptr ? cudaFree(s->acc) : cudaSuccess;
+  err = first_error(err, s->host != nullptr ? cudaFreeHost(s->host) : cudaSuccess);
   delete s;
+  return err;
 }
 
 // A slot for `device` (the current one); a new one is zeroed on `stream`, ahead of the kernel.
@@ -199,29 +204,27 @@ cudaError_t acquire_scratch(int device, cudaStream_t stream, Scratch** out) {
   if (err == cudaSuccess) err = cudaMallocHost(reinterpret_cast<void**>(&s->host), sizeof(*s->host));
   if (err == cudaSuccess) err = cudaHostGetDevicePointer(reinterpret_cast<void**>(&s->host_alias), s->host, 0);
   if (err == cudaSuccess) err = cudaMemsetAsync(s->acc, 0, sizeof(Accumulator), stream);
-  if (err != cudaSuccess) {
-    free_scratch(s);
-    return err;
-  }
+  if (err != cudaSuccess) return first_error(err, free_scratch(s));
   *out = s;
   return cudaSuccess;
 }
 
 // Only for a slot whose kernel is known to have finished (its stream synchronized) or never started.
-void release_scratch(int device, Scratch* s) {
+cudaError_t release_scratch(int device, Scratch* s) {
   if (device >= 0 && device < kCachedDevices) {
     for (auto& slot : g_scratch[device]) {
       Scratch* expected = nullptr;
-      if (slot.compare_exchange_strong(expected, s, std::memory_order_acq_rel)) return;
+      if (slot.compare_exchange_strong(expected, s, std::memory_order_acq_rel)) return cudaSuccess;
     }
   }
-  free_scratch(s);  // more concurrent calls than slots: this one is not kept
+  return free_scratch(s);  // more concurrent calls than slots: this one is not kept
 }
 
 }  // namespace monarch_bridge
 
 using monarch_bridge::acquire_scratch;
 using monarch_bridge::checksum_kernel;
+using monarch_bridge::first_error;
 using monarch_bridge::grid_blocks;
 using monarch_bridge::kThreads;
 using monarch_bridge::mix64;
@@ -269,9 +272,11 @@ extern "C" cudaError_t mr_checksum_partial(const void* data, size_t nbytes, uint
                                                    scratch->host_alias);
   err = cudaGetLastError();
   if (err != cudaSuccess) {
-    // Not launched, so the slot is as it was; make sure a new slot's zeroing has run before reuse.
-    if (cudaStreamSynchronize(stream) == cudaSuccess) release_scratch(device, scratch);
-    return err;
+    // Not launched, so the slot is as it was; make sure a new slot's zeroing has run before reuse (if the
+    // stream cannot be synchronized, the slot is not reused). The launch's error is the one reported.
+    cudaError_t synced = cudaStreamSynchronize(stream);
+    if (synced == cudaSuccess) synced = release_scratch(device, scratch);
+    return first_error(err, synced);
   }
   err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
@@ -280,8 +285,8 @@ extern "C" cudaError_t mr_checksum_partial(const void* data, size_t nbytes, uint
     return err;
   }
   *sum_out = static_cast<uint64_t>(*scratch->host);
-  release_scratch(device, scratch);
-  return cudaSuccess;
+  // The sum is valid; a failure to free an extra slot (more concurrent calls than slots) is still reported.
+  return release_scratch(device, scratch);
 }
 
 extern "C" cudaError_t mr_checksum_device(const void* data, size_t nbytes, uint64_t* result, cudaStream_t stream) {

@@ -85,6 +85,30 @@ def test_make_brings_a_root_of_an_older_recipe_to_the_bare_state(tmp_path: Path)
     assert proc.stderr.count("removed") == 0
 
 
+def test_make_puts_the_library_headers_where_debian_installs_them(tmp_path: Path) -> None:
+    """--with-libs unpacks the libraries' headers under /opt/rocm-libs/usr; make links them into /usr/include/<lib>
+    (Debian's place, where the compiler and detection look on a user's machine), relative so that they resolve
+    inside the root and outside, quickly, idempotently, leaving what /usr/include already has."""
+    stamp = (require_root("6.4") / ".monarch-root").read_text()
+    old = tmp_path / "root"
+    unpacked = old / "opt" / "rocm-libs" / "usr" / "include"
+    (unpacked / "hipcub").mkdir(parents=True)
+    (unpacked / "hipcub" / "hipcub.hpp").write_text("// hipCUB\n")
+    (unpacked / "hipblaslt-export.h").write_text("// a flat header\n")
+    (unpacked / "thrust").mkdir()
+    system = old / "usr" / "include"
+    (system / "thrust").mkdir(parents=True)  # already there: left alone
+    (old / ".monarch-root").write_text(stamp)
+    for _ in range(2):
+        proc = script("make", "6.4", str(old), "--with-libs")
+        assert proc.returncode == 0 and "up to date" in proc.stderr, proc.stderr
+    assert os.readlink(system / "hipcub") == "../../opt/rocm-libs/usr/include/hipcub"
+    assert (system / "hipcub" / "hipcub.hpp").read_text() == "// hipCUB\n"
+    assert (system / "hipblaslt-export.h").is_file() and (system / "hipblaslt-export.h").is_symlink()
+    assert (system / "thrust").is_dir() and not (system / "thrust").is_symlink()
+    assert (old / ".monarch-root").read_text() == stamp
+
+
 def test_commands_see_their_binds_and_the_outside_sees_no_mounts(tmp_path: Path) -> None:
     root = require_root("7.2")
     (tmp_path / "hello").write_text("from outside")

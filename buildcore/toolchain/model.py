@@ -85,6 +85,8 @@ class Toolchain:
     runtime_soname: str | None = None  # libamdhip64.so.N, what the wheel needs on the target
     code_object_version: int | None = None  # -mcode-object-version for every device compile
     glibc_guard: bool = False  # host code compiled against glibc >= 2.38: keep its C23 redirects out
+    # the ROCm libraries installed in the root (rocm.LIBRARIES: hipCUB, hipBLAS, ...) and their include directories
+    libraries: tuple[tuple[str, Path], ...] = ()
     host: HostTools | None = None  # host compilers and Rust's linker (None: not detected, e.g. in unit tests)
 
     @property

@@ -121,6 +121,48 @@ TARGETS: tuple[Target, ...] = (
     Target(since=(6, 0), archs=("gfx90a", "gfx942"), optional_archs=("gfx950",), code_object=5, oldest_runtime="6.0"),
     Target(since=(0, 0), archs=("gfx90a", "gfx940"), optional_archs=("gfx942",), code_object=4, oldest_runtime="5.0"),
 )
+
+
+@dataclass(frozen=True)
+class Library:
+    """A ROCm library whose headers a port may need: ``header`` (relative to an include directory) says it is
+    installed; ``legacy`` is its directory in AMD's layout before ROCm 5.2 (``<root>/hipcub/include``)."""
+
+    name: str
+    header: str
+    legacy: str
+
+
+# The libraries with a CUDA twin that hipify translates to (cub, thrust, cuBLAS, cuSPARSE, cuSOLVER, cuFFT, cuRAND,
+# NCCL) and what they stand on. Both layouts install them under <root>/include/<lib>/: AMD's /opt/rocm/include and
+# Debian's /usr/include (libhipcub-dev & co.). RCCL, the collective, is found on its own (_find_rccl: RCCL_HOME).
+LIBRARIES: tuple[Library, ...] = (
+    Library("hipCUB", "hipcub/hipcub.hpp", "hipcub"),
+    Library("rocPRIM", "rocprim/rocprim.hpp", "rocprim"),
+    Library("rocThrust", "thrust/system/hip/execution_policy.h", "rocthrust"),
+    Library("hipBLAS", "hipblas/hipblas.h", "hipblas"),
+    Library("hipBLASLt", "hipblaslt/hipblaslt.h", "hipblaslt"),
+    Library("hipSPARSE", "hipsparse/hipsparse.h", "hipsparse"),
+    Library("hipSOLVER", "hipsolver/hipsolver.h", "hipsolver"),
+    Library("hipFFT", "hipfft/hipfft.h", "hipfft"),
+    Library("hipRAND", "hiprand/hiprand.h", "hiprand"),
+    Library("rocRAND", "rocrand/rocrand.h", "rocrand"),
+)
+
+
+def find_libraries(root: Path) -> tuple[tuple[str, Path], ...]:
+    """The libraries of :data:`LIBRARIES` installed in the ROCm at ``root``, each with the include directory
+    holding its headers: ``<root>/include`` (both layouts), else AMD's per-library ``<root>/<lib>/include``.
+    Only files are looked at."""
+    found: list[tuple[str, Path]] = []
+    for lib in LIBRARIES:
+        for include in (root / "include", root / lib.legacy / "include"):
+            if (include / lib.header).is_file():
+                found.append((lib.name, include))
+                break
+    return tuple(found)
+
+
 # glibc 2.38 redirects strtol & co. to __isoc23_* symbols for C++ (and C23): code built there would need
 # glibc 2.38 on the target for no reason. See glibc_floor.h.
 GLIBC_C23_REDIRECTS = (2, 38)
@@ -183,6 +225,7 @@ def _detect(settings: Settings, environ: Mapping[str, str], probe_tmp: Path) -> 
         runtime_soname=_runtime_soname(lib_dir, version),
         code_object_version=target.code_object,
         glibc_guard=host_glibc() >= GLIBC_C23_REDIRECTS,
+        libraries=find_libraries(root),
     )
 
 

@@ -21,7 +21,8 @@ imports torch. How a heal goes (docs/runtime.md, "Use with TorchFT"):
 3. Donor and receiver join that id (a communicator of two, fresh per heal: NCCL/RCCL on GPU builds, the
    loopback process communicator on the CPU build) and run ``transfer_state``. Several receivers are
    served at once, each on its own communicator. The receiver's tensors are written only when every
-   one arrived with the donor's checksum.
+   one arrived with the donor's checksum: copied in from a shadow (``commit="copy"``), or, with
+   ``commit="swap"``, taking over the memory they were received in where that cannot be observed.
 4. ``disallow_checkpoint()`` closes the listener (no later receiver can connect) and aborts any
    transfer still running (its receiver keeps its own state); ``shutdown()`` does the same for good.
 """
@@ -32,6 +33,7 @@ import json
 import os
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +63,8 @@ PROTOCOL = "monarch_runtime.PeerTransport/1"
 MESSAGE_LIMIT = 256 << 20
 #: How often a donor waiting for receivers looks whether it was told to stop.
 POLL_S = 0.2
+#: How a receiver's own tensors take the verified state (``PeerTransport(commit=...)``).
+COMMITS = ("copy", "swap")
 
 Progress = Callable[[str, int, int], object]
 
@@ -88,6 +92,8 @@ class _Leaf:
     target: Any = None
     #: ``wire`` is the transport's own (a fresh allocation or a staging copy), no one else's state.
     scratch: bool = False
+    #: ``wire`` is a receive buffer the transport keeps between heals (``commit="swap"``).
+    kept: bool = False
 
     @property
     def tensor(self) -> bool:
@@ -170,9 +176,18 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
     build, whose communicators are local; this machine's name on GPU builds).
     ``staging_bytes``, ``shadow``: as for ``transfer_state``. ``progress(name, offset, nbytes)``: called
     for each chunk, on both sides (progress bars; the tests inject faults with it).
+    ``commit``: how the receiver's own tensors take the verified state. ``"copy"`` (default): received
+    into a shadow, copied in. ``"swap"`` (host memory): received into buffers the transport keeps
+    between heals; a tensor that nothing else can see the memory of (not a view, its storage its own
+    and shared with no other tensor, torch's own memory, not exported to NumPy or DLPack, not shared
+    or pinned, a leaf) takes over its buffer's memory (``set_``: the same object, ``requires_grad``,
+    ``grad`` and hooks; a new address), and its old memory becomes the buffer of the next heal; the
+    others are copied from theirs. Re-heals and retries then write into memory already mapped, at the
+    cost of one copy of the received state held between heals (docs/runtime.md, "Use with TorchFT").
 
     After each send or receive, ``reports`` holds ``transfer_state``'s report for each receiver (without
-    the state): bytes, chunks, seconds, checksums.
+    the state): bytes, chunks, seconds, checksums; on the receiver also ``commit``, ``swapped`` (the
+    names of the tensors that took their buffer's memory) and ``copied`` (name -> why it was copied).
     """
 
     def __init__(
@@ -185,7 +200,10 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         staging_bytes: int = m.DEFAULT_STAGING_BYTES,
         shadow: str = "auto",
         progress: Progress | None = None,
+        commit: str = "copy",
     ) -> None:
+        if commit not in COMMITS:
+            raise ValueError(f"commit must be one of {', '.join(map(repr, COMMITS))}, not {commit!r}")
         self._timeout = _seconds(timeout)
         self._state_dict = state_dict
         self._device = self._check_device(device)
@@ -196,6 +214,9 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         self._staging_bytes = staging_bytes
         self._shadow = shadow
         self._progress = progress
+        self._commit = commit
+        #: commit="swap": leaf name -> the receive buffer kept for the next heal (memory no one else sees).
+        self._buffers: dict[str, torch.Tensor] = {}
         self._lock = threading.Lock()
         self._listener: _Listener | None = None
         self._live: dict[m.Communicator, bool] = {}  # communicator -> whether it sends
@@ -336,41 +357,50 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         comm_device = self._comm_device(dev)
         uid = m.Communicator.unique_id()
         reply = self._handshake(where, uid, step, src_rank, deadline)
-        # The donor is joining now: join at once, and abort if anything fails here before the transfer
-        # (the donor then fails at once instead of waiting for a transfer that never starts).
-        self._synchronize(dev)
-        comm = m.Communicator(uid, 2, 1, comm_device)
+        # commit="swap": the buffers kept from the last heal (taken, so that no other call uses them).
+        spare = self._take_buffers() if self._commit == "swap" else None
+        leaves: list[_Leaf] = []
         try:
-            self._track(comm, sending=False)
+            # The donor is joining now: join at once, and abort if anything fails here before the
+            # transfer (the donor then fails at once instead of waiting for a transfer that never starts).
+            self._synchronize(dev)
+            comm = m.Communicator(uid, 2, 1, comm_device)
             try:
-                spec = pytree.treespec_loads(reply["skeleton"]["treespec"])
-                local = self._local_leaves(dev)
-                leaves = [self._receiver_leaf(entry, local, dev) for entry in reply["skeleton"]["leaves"]]
-            except BaseException:
-                comm.abort()
-                raise
-            flat = {leaf.name: (leaf.wire if leaf.tensor else None) for leaf in leaves}
-            # When every tensor arrives in memory of the transport's own (nothing received in place),
-            # that memory is the shadow: transfer_state needs no second one (a failure drops it all).
-            scratch_only = all(leaf.scratch for leaf in leaves if leaf.tensor)
-            shadow = "none" if self._shadow == "auto" and scratch_only else self._shadow
-            report = m.transfer_state(
-                comm,
-                flat,
-                donor=0,
-                receiver=1,
-                staging_bytes=int(reply["staging_bytes"]),
-                progress=self._progress,
-                timeout=_left(deadline, f"receiving step {step} from replica {src_rank}"),
-                shadow=shadow,
-            )
-        finally:
-            self._untrack(comm)
-            comm.destroy()
-        # Every tensor arrived with the donor's checksum: the copies that were staged go home.
-        for leaf in leaves:
-            if leaf.staged:
-                leaf.target.copy_(leaf.wire)
+                self._track(comm, sending=False)
+                try:
+                    spec = pytree.treespec_loads(reply["skeleton"]["treespec"])
+                    local = self._local_leaves()
+                    leaves = [self._receiver_leaf(entry, local, dev, spare) for entry in reply["skeleton"]["leaves"]]
+                except BaseException:
+                    comm.abort()
+                    raise
+                flat = {leaf.name: (leaf.wire if leaf.tensor else None) for leaf in leaves}
+                # When every tensor arrives in memory of the transport's own (nothing received in
+                # place), that memory is the shadow: transfer_state needs no second one (a failure
+                # drops it all).
+                scratch_only = all(leaf.scratch for leaf in leaves if leaf.tensor)
+                shadow = "none" if self._shadow == "auto" and scratch_only else self._shadow
+                report = m.transfer_state(
+                    comm,
+                    flat,
+                    donor=0,
+                    receiver=1,
+                    staging_bytes=int(reply["staging_bytes"]),
+                    progress=self._progress,
+                    timeout=_left(deadline, f"receiving step {step} from replica {src_rank}"),
+                    shadow=shadow,
+                )
+            finally:
+                self._untrack(comm)
+                comm.destroy()
+        except BaseException:
+            if spare is not None:
+                # Nothing was committed: this attempt's buffers are still the transport's alone, and
+                # their pages are mapped: the retry receives into them.
+                self._keep_buffers({**spare, **{leaf.name: leaf.wire for leaf in leaves if leaf.kept}})
+            raise
+        # Every tensor arrived with the donor's checksum: the staged ones go home.
+        report.update(self._commit_staged(leaves))
         self._synchronize(dev)
         values = report["values"]
         report.pop("state", None)
@@ -391,6 +421,7 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         them, and aborting makes them return at once)."""
         with self._lock:
             self._closed = True
+            self._buffers = {}
         self._stop(receives=True)
 
     # -- the parts ----------------------------------------------------------------------------------
@@ -436,17 +467,20 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
                 leaves.append(_Leaf(name, value))
         return leaves, spec
 
-    def _local_leaves(self, dev: torch.device) -> dict[str, Any]:
+    def _local_leaves(self) -> dict[str, Any]:
         if self._state_dict is None:
             return {}
         flat, _ = pytree.tree_flatten_with_path(self._state_dict())
         return {_leaf_name(path): value for path, value in flat if isinstance(value, torch.Tensor)}
 
-    def _receiver_leaf(self, entry: list[Any], local: Mapping[str, Any], dev: torch.device) -> _Leaf:
+    def _receiver_leaf(
+        self, entry: list[Any], local: Mapping[str, Any], dev: torch.device, spare: dict[str, torch.Tensor] | None
+    ) -> _Leaf:
         """Where one of the donor's leaves arrives: this replica's own tensor of that name (in place when
-        transfer_state can use its memory, else through a copy written back at the end) or a fresh one.
-        An own tensor of another dtype or shape is handed to transfer_state as it is, which names the
-        difference on both sides before any data moves."""
+        transfer_state can use its memory, else through a copy written back at the end; with
+        commit="swap", host tensors through a kept buffer, ``spare``) or a fresh one. An own tensor of
+        another dtype or shape is handed to transfer_state as it is (or a buffer like it), which names
+        the difference on both sides before any data moves."""
         name = str(entry[0])
         if len(entry) == 1:
             return _Leaf(name, None)  # a value: the donor's arrives in the manifest
@@ -456,12 +490,59 @@ class PeerTransport(CheckpointTransport[T]):  # type: ignore[misc]
         shape = [int(d) for d in entry[2]]
         own = local.get(name)
         if own is None:
-            fresh = torch.empty(shape, dtype=dtype, device=dev)
+            fresh = _buffer(spare, name, shape, dtype, dev)
             return _Leaf(name, None, fresh, fresh, scratch=True)
-        own = _plain(own, name).detach()
+        own = _plain(own, name)
+        # (An inference tensor can be neither set_ nor copied into here: it stays with transfer_state.)
+        if spare is not None and dev.type == "cpu" and own.device == dev and not own.is_inference():
+            # The object itself is the target (not a detached alias): it is the one that takes the memory.
+            buffer = _buffer(spare, name, list(own.shape), own.dtype, dev)
+            return _Leaf(name, None, buffer, own, scratch=True, kept=True)
+        own = own.detach()
         if _direct(own, dev):
             return _Leaf(name, None, own, own)
         return _Leaf(name, None, torch.empty(own.shape, dtype=own.dtype, device=dev), own, scratch=True)
+
+    def _commit_staged(self, leaves: list[_Leaf]) -> dict[str, Any]:
+        """Every tensor arrived intact: the staged ones go home (copied; with commit="swap" the targets
+        nothing else can see the memory of take over their buffer's). Returns the report's ``commit``,
+        ``swapped`` and ``copied`` (name -> why)."""
+        swapped: list[str] = []
+        copied: dict[str, str] = {}
+        kept: dict[str, torch.Tensor] = {}
+        baseline = _storage_refs(torch.empty(1)) if self._commit == "swap" else 0
+        with torch.no_grad():
+            for leaf in leaves:
+                if not leaf.tensor or (leaf.target is leaf.wire and leaf.scratch):
+                    continue  # a value, or a fresh tensor that is the caller's now
+                why = "commit='copy'"
+                if leaf.kept:
+                    refusal = _swap_refusal(leaf.target, leaf.wire, baseline)
+                    if refusal is None:
+                        kept[leaf.name] = _take_memory(leaf.target, leaf.wire)
+                        swapped.append(leaf.name)
+                        continue
+                    kept[leaf.name], why = leaf.wire, refusal
+                elif self._commit == "swap" and leaf.target.is_inference():
+                    why = "an inference tensor (received as with commit='copy')"
+                elif self._commit == "swap":
+                    why = f"{leaf.target.device} memory (swapped only in host memory, on the CPU build)"
+                if leaf.staged:
+                    leaf.target.copy_(leaf.wire)  # else received in place, through transfer_state's shadow
+                copied[leaf.name] = why
+        if self._commit == "swap":
+            self._keep_buffers(kept)
+        return {"commit": self._commit, "swapped": swapped, "copied": copied}
+
+    def _take_buffers(self) -> dict[str, torch.Tensor]:
+        with self._lock:
+            spare, self._buffers = self._buffers, {}
+        return spare
+
+    def _keep_buffers(self, buffers: dict[str, torch.Tensor]) -> None:
+        with self._lock:
+            if not self._closed:
+                self._buffers = buffers
 
     def _parse_metadata(self, metadata: str, src_rank: int) -> dict[str, Any]:
         try:
@@ -582,6 +663,77 @@ def _plain(tensor: torch.Tensor, name: str) -> torch.Tensor:
             "other tensor subclasses)"
         )
     return tensor
+
+
+def _buffer(
+    spare: dict[str, torch.Tensor] | None, name: str, shape: list[int], dtype: torch.dtype, dev: torch.device
+) -> torch.Tensor:
+    """A receive buffer for leaf ``name``: the one kept from the last heal if it fits, else a fresh one."""
+    kept = spare.pop(name, None) if spare is not None else None
+    if kept is not None and kept.dtype == dtype and list(kept.shape) == shape and kept.device == dev:
+        return kept
+    return torch.empty(shape, dtype=dtype, device=dev)
+
+
+def _storage_refs(tensor: torch.Tensor) -> int:
+    """Python references to the tensor's storage object (compared with a fresh tensor's: a higher count
+    means someone holds ``untyped_storage()``/``storage()`` of it, which would keep the old memory)."""
+    storage = tensor.untyped_storage()
+    return sys.getrefcount(storage)
+
+
+def _swap_refusal(target: torch.Tensor, wire: torch.Tensor, baseline: int) -> str | None:
+    """Why ``target`` cannot take over ``wire``'s memory without anyone seeing more than its data change
+    (None: it can). Everything that may hold the old memory is refused: other tensors on it (views,
+    detached aliases), references from C++ (DLPack exports, an autograd graph that saved it), the
+    storage object held in Python, memory torch did not allocate or exported to NumPy/DLPack (its
+    storage is then not resizable), shared or pinned memory."""
+    if target.device != wire.device or target.device.type != "cpu":
+        return f"{target.device} memory (swapped only in host memory)"
+    if target.layout != torch.strided or target.is_conj() or target.is_neg():
+        return "not a plain strided tensor"
+    if target._base is not None:
+        return "a view of another tensor"
+    if target.storage_offset() != 0 or not target.is_contiguous():
+        return "not contiguous from the start of its storage"
+    if target.grad_fn is not None:
+        return "not a leaf of autograd"
+    if target.numel() == 0:
+        return "empty"
+    storage = target.untyped_storage()
+    if storage.nbytes() != target.numel() * target.element_size():
+        return "its storage holds more than the tensor"
+    if not storage.resizable():
+        return "memory torch did not allocate, or exported (NumPy .numpy(), DLPack, from_numpy, frombuffer)"
+    if storage.is_shared():
+        return "shared memory (other processes may map it)"
+    if target.is_pinned():
+        return "pinned memory"
+    storage_uses = getattr(torch._C, "_storage_Use_Count", None)
+    if storage_uses is None or not hasattr(target, "_use_count"):
+        return f"torch {torch.__version__} cannot say who else uses the memory"
+    if storage_uses(storage._cdata) != 2:  # the target and `storage` here
+        return "its storage is shared with another tensor (a view, or a detached alias: Module.state_dict()'s)"
+    if target._use_count() != 1:
+        return "referenced from C++ (a DLPack export, an autograd graph that saved it, DDP's reducer)"
+    del storage
+    if _storage_refs(target) != baseline:
+        return "its storage object is held (untyped_storage() or storage() of it)"
+    return None
+
+
+def _take_memory(target: torch.Tensor, wire: torch.Tensor) -> torch.Tensor:
+    """``target`` (the same object, shape and strides: contiguous, so the bytes lie as in ``wire``) takes
+    ``wire``'s memory; returns a tensor on its old memory, which no one else holds now
+    (``_swap_refusal``): the next heal's buffer."""
+    old = target.untyped_storage()
+    target.set_(wire.untyped_storage(), 0, target.shape, target.stride())
+    strides: list[int] = []  # row-major (the tensor is not empty: every size is at least 1)
+    step = 1
+    for size in reversed(target.shape):
+        strides.insert(0, step)
+        step *= size
+    return torch.empty(0, dtype=target.dtype, device=target.device).set_(old, 0, target.shape, strides)
 
 
 def _direct(tensor: torch.Tensor, dev: torch.device) -> bool:

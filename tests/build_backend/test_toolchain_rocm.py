@@ -371,3 +371,30 @@ def test_without_cc_on_path_the_rocm_clang_builds_host_code_and_links(tmp_path: 
     assert tc.host.linker.path == bin_dir / "clang" and tc.host.linker.passed
     assert tc.host.c.why == "the ROCm clang: no cc on PATH" == tc.host.linker.why
     assert tc.host.cxx.why == "the ROCm clang: no c++ on PATH"
+
+
+def _library_headers(include: Path, *headers: str) -> None:
+    for header in headers:
+        (include / header).parent.mkdir(parents=True, exist_ok=True)
+        (include / header).write_text("#pragma once\n")
+
+
+def test_rocm_libraries_found_in_both_layouts(tmp_path: Path) -> None:
+    """The libraries' headers (hipCUB, hipBLAS, ...) are found where each layout installs them, and only those."""
+    amd = amd_tree(tmp_path / "amd")
+    _library_headers(
+        amd / "include", "hipcub/hipcub.hpp", "rocprim/rocprim.hpp", "thrust/system/hip/execution_policy.h"
+    )
+    _library_headers(amd / "hipblas" / "include", "hipblas/hipblas.h")  # AMD's per-library layout (ROCm < 5.2)
+    tc = run_detect(env_for(amd))
+    assert tc.libraries == (
+        ("hipCUB", amd / "include"),
+        ("rocPRIM", amd / "include"),
+        ("rocThrust", amd / "include"),
+        ("hipBLAS", amd / "hipblas" / "include"),
+    )
+    debian = debian_tree(tmp_path / "debian")
+    assert run_detect(env_for(debian)).libraries == ()  # none installed
+    _library_headers(debian / "include", "hipsparse/hipsparse.h", "hipfft/hipfft.h", "thrust/version.h")
+    # (a thrust/ without rocThrust's HIP system is CUDA's thrust, not rocThrust)
+    assert run_detect(env_for(debian)).libraries == (("hipSPARSE", debian / "include"), ("hipFFT", debian / "include"))

@@ -1,7 +1,8 @@
 """PeerTransport on a GPU build (skipped without a GPU, or without torch/torchft): a donor and a receiver
 (threads, one GPU each: NCCL/RCCL refuse two ranks on one GPU) heal a CUDA model + Adam state in place;
 a chunk corrupted in flight is a ChecksumMismatch on both sides with the receiver's tensors unchanged; a
-send aborted half-way by disallow_checkpoint() leaves them unchanged too. Run on a GPU machine with
+send aborted half-way by disallow_checkpoint() leaves them unchanged too; commit="swap" copies device
+memory in (it swaps host memory only), saying so. Run on a GPU machine with
 ``tests/gpu/run.sh WHEEL`` (pytest), after ``pip install torch torchft``."""
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def tensors(net: Any, opt: Any) -> list[Any]:
     ]
 
 
-def heal(make_progress: Any = None, during: Any = None) -> tuple[Any, Any, list[Any], list[Any], list[Any]]:
+def heal(
+    make_progress: Any = None, during: Any = None, commit: str = "copy"
+) -> tuple[Any, Any, list[Any], list[Any], list[Any]]:
     """One heal, GPU 0 to GPU 1; ``make_progress(donor_net)`` gives the donor's progress hook."""
     from monarch_runtime.torchft import PeerTransport  # noqa: PLC0415
 
@@ -75,7 +78,7 @@ def heal(make_progress: Any = None, during: Any = None) -> tuple[Any, Any, list[
     net, opt = replica(1, 2)
     before = tensors(net, opt)
     donor = PeerTransport(T, device=0, staging_bytes=1 << 20, progress=progress)
-    receiver = PeerTransport(T, device=1, state_dict=lambda: state(net, opt))
+    receiver = PeerTransport(T, device=1, state_dict=lambda: state(net, opt), commit=commit)
     meta = donor.metadata()
     box: dict[str, Any] = {}
 
@@ -83,6 +86,7 @@ def heal(make_progress: Any = None, during: Any = None) -> tuple[Any, Any, list[
         TORCH.cuda.set_device(1)
         try:
             box["state"] = receiver.recv_checkpoint(0, meta, 4, T)
+            box["report"] = receiver.reports[0]
         except Exception as err:  # handed to the test
             box["error"] = err
 
@@ -134,3 +138,14 @@ def test_send_aborted_half_way_on_gpus() -> None:
     )
     assert isinstance(sent, M.TransferAborted) and isinstance(box.get("error"), M.TransferAborted), (sent, box)
     assert all(TORCH.equal(a, b) for a, b in zip(after, before))
+
+
+def test_swap_commit_copies_device_memory_on_gpus() -> None:
+    """commit="swap" swaps host memory only (CUDA graphs and registered buffers may hold device addresses):
+    on a GPU build every device tensor is copied in, as with commit="copy", and the report says why."""
+    box, sent, _, after, want = heal(commit="swap")
+    assert sent is None and "error" not in box, (sent, box.get("error"))
+    assert all(TORCH.equal(a, b) for a, b in zip(after, want))
+    report = box["report"]
+    assert report["swapped"] == [] and len(report["copied"]) == 4 + 4 * 3
+    assert all("cuda" in why for why in report["copied"].values()), report["copied"]

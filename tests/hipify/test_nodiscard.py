@@ -1,16 +1,25 @@
-"""hipError_t is [[nodiscard]] (HIP >= 5.2 headers, C++17): a call whose result the CUDA code discards gets an
-explicit (void), reported as a note; nothing else about the code changes."""
+"""hipError_t is [[nodiscard]] (HIP >= 5.2 headers, C++17): a call whose result the CUDA code discards is left as
+written and reported (one note per file: the compiler's warning is HIP's check for unchecked errors); with
+``void_discarded`` (``--void-discarded``) it gets an explicit (void) instead. Nothing else about the code changes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tools.hipify.cli import main
 from tools.hipify.mapping import MappingDatabase
 from tools.hipify.translate import Translator
 
 
 @pytest.fixture(scope="module")
 def tr(db: MappingDatabase) -> Translator:
+    return Translator(db, (7, 2), void_discarded=True)
+
+
+@pytest.fixture(scope="module")
+def tr_default(db: MappingDatabase) -> Translator:
     return Translator(db, (7, 2))
 
 
@@ -41,12 +50,18 @@ def tr(db: MappingDatabase) -> Translator:
         ("cudaGetLastError();", "(void)hipGetLastError();"),  # the idiom that clears the error
     ],
 )
-def test_discarded_calls_get_void(tr: Translator, src: str, want: str) -> None:
+def test_discarded_calls_get_void(tr: Translator, tr_default: Translator, src: str, want: str) -> None:
     res = tr.translate(src.encode())
     assert res.data == want.encode()
     notes = [f for f in res.findings if f.rule == "nodiscard-void"]
     assert len(notes) == 1 and notes[0].kind == "note" and not notes[0].blocking
     assert "[[nodiscard]]" in notes[0].reason and "hipError_t" in notes[0].reason
+    # by default: the same call, found the same way, left as written and reported
+    plain = tr_default.translate(src.encode())
+    assert plain.data == want.replace("(void)", "").encode()
+    notes = [f for f in plain.findings if f.rule.startswith("nodiscard")]
+    assert [(f.rule, f.kind, f.blocking) for f in notes] == [("nodiscard-discarded", "note", False)]
+    assert "left as written" in notes[0].reason and "--void-discarded" in notes[0].suggestion
 
 
 @pytest.mark.parametrize(
@@ -71,15 +86,25 @@ def test_discarded_calls_get_void(tr: Translator, src: str, want: str) -> None:
         "cudaLaunchKernel(k, g, b, a, 0, s) == cudaSuccess;",
     ],
 )
-def test_other_uses_are_left(tr: Translator, src: str) -> None:
+def test_other_uses_are_left(tr: Translator, tr_default: Translator, src: str) -> None:
     res = tr.translate(src.encode())
     assert b"(void)hip" not in res.data or src.startswith("(void)")
     assert not [f for f in res.findings if f.rule == "nodiscard-void"]
+    assert not [f for f in tr_default.translate(src.encode()).findings if f.rule.startswith("nodiscard")]
 
 
 def test_only_where_the_target_has_nodiscard(db: MappingDatabase) -> None:
-    assert Translator(db, (5, 2)).translate(b"cudaFree(p);").data == b"(void)hipFree(p);"  # checked in 5.2's header
-    assert Translator(db, (5, 1)).translate(b"cudaFree(p);").data == b"hipFree(p);"  # not checked before
+    tr52 = Translator(db, (5, 2), void_discarded=True)
+    assert tr52.translate(b"cudaFree(p);").data == b"(void)hipFree(p);"  # checked in 5.2's header
+    assert Translator(db, (5, 1), void_discarded=True).translate(b"cudaFree(p);").data == b"hipFree(p);"  # not before
+    assert not Translator(db, (5, 1)).translate(b"cudaFree(p);").findings
+
+
+def test_one_note_per_file_lists_the_lines(tr_default: Translator) -> None:
+    res = tr_default.translate(b"cudaFree(p);\nint e = cudaFree(p);\ncudaDeviceSynchronize();\n")
+    notes = [f for f in res.findings if f.rule == "nodiscard-discarded"]
+    assert len(notes) == 1 and notes[0].offset == 0
+    assert "2 calls discard their hipError_t result (cudaDeviceSynchronize, cudaFree; lines 1, 3)" in notes[0].reason
 
 
 def test_semantics_unchanged(tr: Translator) -> None:
@@ -90,3 +115,15 @@ def test_semantics_unchanged(tr: Translator) -> None:
     out = tr.translate(src).data
     assert out.count(b"(void)") == 3
     assert out.replace(b"(void)", b"") == src.replace(b"cuda", b"hip")
+
+
+@pytest.mark.parametrize("extra", [["--void-discarded"], ["--void-disc"]])  # the fast parse, and argparse's
+def test_the_command_line_option(tmp_path: Path, extra: list[str]) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "k.cu").write_text("void f(void* p) { cudaFree(p); }\n", encoding="utf-8")
+    plain = main([str(src), "-o", str(tmp_path / "plain"), "--hip-version", "6.4", "-q"])
+    voided = main([str(src), "-o", str(tmp_path / "void"), "--hip-version", "6.4", "-q", *extra])
+    assert plain == voided == 0
+    assert b"{ hipFree(p); }" in (tmp_path / "plain" / "k.hip").read_bytes()
+    assert b"{ (void)hipFree(p); }" in (tmp_path / "void" / "k.hip").read_bytes()

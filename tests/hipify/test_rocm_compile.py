@@ -1,7 +1,9 @@
 """Real compiles for current ROCm, in the roots ci/rocm-root.sh makes (tests/_roots.py: skipped when a root is
 missing, a failure under MONARCH_TEST_REQUIRE_ROOTS=1): kernels that use the warp *_sync builtins with 32-bit
-masks, and the csrc/ bridge, hipified for HIP 6.4 and 7.2, compile for gfx942 with -Wall -Wextra -Werror. The
-same kernels translated naively (masks left 32-bit; no warp-sync macro on 6.4) must fail, so the test can."""
+masks (and discard two hipError_t results: translated with --void-discarded), and the csrc/ bridge (which checks
+its errors: translated with the defaults), hipified for HIP 6.4 and 7.2, compile for gfx942 with -Wall -Wextra
+-Werror. The same kernels translated naively (masks left 32-bit; no warp-sync macro on 6.4) must fail, and so must
+their default translation (the discarded results left as written: [[nodiscard]] warns), so the test can."""
 
 from __future__ import annotations
 
@@ -38,10 +40,15 @@ def test_hipified_for_the_target_compiles_warning_free(tmp_path: Path, version: 
     target = tuple(int(x) for x in version.split("."))
     opts = HipifyOptions(hip_version=(target[0], target[1]), jobs=1)
     kernels = tmp_path / "kernels"
-    res = hipify_tree([DATA / "kernels.cu", DATA / "warp.cuh"], kernels, opts)
+    void_opts = HipifyOptions(hip_version=(target[0], target[1]), jobs=1, void_discarded=True)
+    res = hipify_tree([DATA / "kernels.cu", DATA / "warp.cuh"], kernels, void_opts)
     assert not [f for f in res.findings if f.blocking and f.rule != "ballot-32"], [str(f) for f in res.findings]
+    discarded = tmp_path / "discarded"
+    hipify_tree([DATA / "kernels.cu", DATA / "warp.cuh"], discarded, opts)
     bridge = tmp_path / "csrc"
-    assert hipify_tree([ROOT / "csrc"], bridge, opts).blocking == 0
+    bridge_res = hipify_tree([ROOT / "csrc"], bridge, opts)
+    assert bridge_res.blocking == 0
+    assert not [f for f in bridge_res.findings if f.rule.startswith("nodiscard")]  # csrc/ checks its errors
     naive = tmp_path / "naive"
     naive.mkdir()
     for name in ("kernels.hip", "warp_hip.cuh"):
@@ -54,6 +61,7 @@ def test_hipified_for_the_target_compiles_warning_free(tmp_path: Path, version: 
     units = {
         "kernels": (kernels / "kernels.hip", []),
         "naive": (naive / "kernels.hip", []),
+        "discarded": (discarded / "kernels.hip", []),
         "checksum": (bridge / "checksum.hip", bridge_flags),
         "collectives": (bridge / "collectives.hip", bridge_flags),
     }
@@ -71,3 +79,4 @@ def test_hipified_for_the_target_compiles_warning_free(tmp_path: Path, version: 
     for name in ("kernels", "checksum", "collectives"):
         assert results[name] == "0", f"HIP {version}: {name} does not compile warning-free:\n{log[-6000:]}"
     assert results["naive"] != "0" and NAIVE_ERROR[version] in log, log[-4000:]
+    assert results["discarded"] != "0" and "declared with 'nodiscard' attribute" in log, log[-4000:]

@@ -47,25 +47,25 @@ def test_words_not_split(tr52: Translator) -> None:
     src = b"mycudaMalloc(); cudaMalloc_x(); cudaMalloc2(); x.cudaMalloc; cudaMalloc(p);\n"
     out = tr52.translate(src).data
     # (a discarded hipError_t result is made explicit: see test_nodiscard.py)
-    assert out == b"mycudaMalloc(); cudaMalloc_x(); cudaMalloc2(); x.hipMalloc; (void)hipMalloc(p);\n"
+    assert out == b"mycudaMalloc(); cudaMalloc_x(); cudaMalloc2(); x.hipMalloc; hipMalloc(p);\n"
 
 
 def test_comments_and_strings_untouched_by_default(db: MappingDatabase, tr52: Translator) -> None:
     src = b'// cudaMalloc\n/* cudaFree */ cudaFree(p); puts("cudaFree"); R"x(cudaFree)x"; \'c\';\n'
     out = tr52.translate(src).data
-    assert out == b'// cudaMalloc\n/* cudaFree */ (void)hipFree(p); puts("cudaFree"); R"x(cudaFree)x"; \'c\';\n'
+    assert out == b'// cudaMalloc\n/* cudaFree */ hipFree(p); puts("cudaFree"); R"x(cudaFree)x"; \'c\';\n'
     both = Translator(db, (5, 2), translate_comments_and_strings=True).translate(src).data
-    assert both == b'// hipMalloc\n/* hipFree */ (void)hipFree(p); puts("hipFree"); R"x(hipFree)x"; \'c\';\n'
+    assert both == b'// hipMalloc\n/* hipFree */ hipFree(p); puts("hipFree"); R"x(hipFree)x"; \'c\';\n'
 
 
 def test_digit_separators_do_not_open_char_literals(tr52: Translator) -> None:
     src = b"int a = 1'000'000; cudaFree(p); char c = 'x';\n"
-    assert tr52.translate(src).data == b"int a = 1'000'000; (void)hipFree(p); char c = 'x';\n"
+    assert tr52.translate(src).data == b"int a = 1'000'000; hipFree(p); char c = 'x';\n"
 
 
 def test_line_continuation_in_comment(tr52: Translator) -> None:
     src = b"// comment \\\ncudaFree(p);\ncudaFree(q);\n"
-    assert tr52.translate(src).data == b"// comment \\\ncudaFree(p);\n(void)hipFree(q);\n"
+    assert tr52.translate(src).data == b"// comment \\\ncudaFree(p);\nhipFree(q);\n"
 
 
 @pytest.mark.parametrize(
@@ -207,13 +207,13 @@ def test_property_arbitrary_bytes(tr_newest: Translator, src: bytes) -> None:
 
 def test_crlf_line_continuation_in_comment(tr52: Translator) -> None:
     src = b"// comment \\\r\ncudaFree(p);\r\ncudaFree(q);\r\n"
-    assert tr52.translate(src).data == b"// comment \\\r\ncudaFree(p);\r\n(void)hipFree(q);\r\n"
+    assert tr52.translate(src).data == b"// comment \\\r\ncudaFree(p);\r\nhipFree(q);\r\n"
 
 
 def test_unterminated_comment_and_string(tr52: Translator) -> None:
     out = tr52.translate(b'cudaFree(p); "cudaFree\ncudaFree(q);').data
-    assert out == b'(void)hipFree(p); "cudaFree\nhipFree(q);'  # (no ';' after the last call: kept as is)
-    assert tr52.translate(b"cudaFree(p); /* cudaFree(q);").data == b"(void)hipFree(p); /* cudaFree(q);"
+    assert out == b'hipFree(p); "cudaFree\nhipFree(q);'  # (no ';' after the last call: kept as is)
+    assert tr52.translate(b"cudaFree(p); /* cudaFree(q);").data == b"hipFree(p); /* cudaFree(q);"
 
 
 def test_raw_string_prefixes(tr52: Translator) -> None:

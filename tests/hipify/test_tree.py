@@ -127,7 +127,7 @@ def test_file_arguments_and_collisions(tmp_path: Path, write: Write) -> None:
     res = hipify_tree([tmp_path / "one" / "k.cu", tmp_path / "two" / "k.cu"], tmp_path / "out", OPTS)
     assert [f.rule for f in res.findings if f.kind != "note"] == ["output-collision"]
     assert res.blocking == 1
-    assert (tmp_path / "out" / "k.hip").read_bytes() == RUNTIME + b"(void)hipFree(0);\n"
+    assert (tmp_path / "out" / "k.hip").read_bytes() == RUNTIME + b"hipFree(0);\n"
 
 
 def test_never_in_place(tmp_path: Path, write: Write) -> None:
@@ -148,7 +148,7 @@ def test_unreadable_file_is_reported_and_run_goes_on(tmp_path: Path, write: Writ
     write(tmp_path / "src", {"a.cu": "cudaFree(0);\n"})
     (tmp_path / "src" / "dangling.h").symlink_to(tmp_path / "nowhere.h")
     res = hipify_tree([tmp_path / "src"], tmp_path / "out", OPTS)
-    assert (tmp_path / "out" / "a.hip").read_bytes() == RUNTIME + b"(void)hipFree(0);\n"
+    assert (tmp_path / "out" / "a.hip").read_bytes() == RUNTIME + b"hipFree(0);\n"
     errors = [f for f in res.findings if f.kind == "error"]
     assert len(errors) == 1 and errors[0].file.name == "dangling.h" and errors[0].blocking
 
@@ -279,6 +279,37 @@ def test_report_matches_its_json_schema(tmp_path: Path, write: Write) -> None:
     data = json.loads(report.read_text())
     jsonschema.validate(data, schema)
     assert {f["kind"] for f in data["findings"]} == {"hazard", "version", "unsupported", "error"}
+
+
+def test_the_include_graph_is_what_the_tree_pass_resolved(tmp_path: Path, write: Write) -> None:
+    """HipifyResult.includes (and the report's "includes"): each source's project includes as resolved and
+    rewritten (beside the includer, from a source root, by the path's tail), none to the system's headers; reached()
+    follows them transitively."""
+    src = tmp_path / "src"
+    write(
+        src,
+        {
+            "k.cu": '#include <vector>\n#include "a.cuh"\n#include <lib/b.h>\n#include "missing.h"\n',
+            "a.cuh": '#pragma once\n#include "sub/c.h"\n',
+            "sub/c.h": "#pragma once\n",
+            "inc/lib/b.h": "#pragma once\n#include <vector>\n",
+            "lone.h": "#pragma once\n",
+        },
+    )
+    result = hipify_tree([src], tmp_path / "out", HipifyOptions(hip_version=(6, 4), jobs=1))
+    assert result.includes == {
+        src / "k.cu": [src / "a.cuh", src / "inc" / "lib" / "b.h"],
+        src / "a.cuh": [src / "sub" / "c.h"],
+    }
+    assert result.reached([src / "k.cu"]) == {
+        src / "k.cu",
+        src / "a.cuh",
+        src / "sub" / "c.h",
+        src / "inc" / "lib" / "b.h",
+    }
+    assert result.reached([src / "lone.h"]) == {src / "lone.h"}
+    report = result.to_json()["includes"]
+    assert report == {str(k): [str(t) for t in v] for k, v in sorted(result.includes.items())}
 
 
 def test_project_names_that_look_like_cuda_are_not_unmapped(tmp_path: Path, write: Write) -> None:

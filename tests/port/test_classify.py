@@ -11,6 +11,7 @@ import pytest
 from _roots import require_root, run_in_root
 
 from tools.hipify.mapping import load_database
+from tools.hipify.model import KINDS
 from tools.port.classify import CLASSES, Classifier, Project, diagnostic_rules, header_table, lookup_header
 
 # A stand-in for <ROCm>/include/hip: what HIP declares (the classifier reads identifiers from it).
@@ -329,14 +330,31 @@ def test_port_inside_a_root_targets_its_hip_and_names_the_cause(tmp_path: Path, 
     found, explicit = runs["found"], runs["explicit"]
     assert found["hip_version"] == root and explicit["hip_version"] == other  # the root's HIP, or --hip-version
     unit_result = found["sides"]["rocm"]["units"][0]
-    assert not unit_result["ok"] and unit_result["cause"]["class"] == "missing-header"
-    assert unit_result["cause"]["subject"].startswith("hipblas")  # not on this compile's include path
-    assert "libhipblas-dev (Debian)" in unit_result["cause"]["reason"]
     compile_findings = [f for f in found["findings"] if f["kind"] == "compile"]
-    assert [(f["rule"], f["line"], f["blocking"]) for f in compile_findings] == [("missing-header", 2, True)]
+    has_hipblas = (require_root(root) / "usr" / "include" / "hipblas" / "hipblas.h").is_file()
+    # ci/install-toolchains.sh makes the 6.4 root --with-libs (the libraries' headers where Debian installs them)
+    assert has_hipblas == (root == "6.4"), f"bash ci/rocm-root.sh make 6.4 {require_root(root)} --with-libs"
+    if has_hipblas:
+        # found with no flag, and the unit fails further on, at the CUDA type HIP lacks
+        assert not unit_result["ok"] and unit_result["cause"]["class"] == "hip-lacks"
+        assert unit_result["cause"]["subject"] == "cudaGraphConditionalHandle"
+        assert [(f["rule"], f["line"], f["blocking"]) for f in compile_findings] == [("hip-lacks", 4, True)]
+    else:  # (the 7.2 root has no library headers)
+        assert not unit_result["ok"] and unit_result["cause"]["class"] == "missing-header"
+        assert unit_result["cause"]["subject"].startswith("hipblas")  # not installed in this ROCm
+        assert "libhipblas-dev (Debian)" in unit_result["cause"]["reason"]
+        assert [(f["rule"], f["line"], f["blocking"]) for f in compile_findings] == [("missing-header", 2, True)]
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
     jsonschema.validate(found, schema)
+
+
+def test_report_schema_knows_every_finding_kind() -> None:
+    """Every kind hipify writes (notes too) and the port's own compile kind."""
+    repo = Path(__file__).resolve().parents[2]
+    schema = json.loads((repo / "tools" / "port" / "data" / "port-report.schema.json").read_text())
+    kinds = schema["properties"]["findings"]["items"]["properties"]["kind"]["enum"]
+    assert kinds == [*KINDS, "compile"]
 
 
 def test_report_schema_knows_every_class() -> None:

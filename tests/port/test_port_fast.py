@@ -171,7 +171,13 @@ def test_blocking_findings_fail_and_show_caret(tools_cli: Runner, bare_env: dict
     assert caret_row == "        | " + " " * 25 + "^"
     assert "fix: use warpSize" in out
     assert "\033[" not in out  # piped: plain text
-    assert "--- a/tests/port/data/hazards/lane_math.cu" in out and "+++ b/lane_math.hip" in out
+    diff = "--- a/tests/port/data/hazards/lane_math.cu"
+    assert diff not in out  # the diff is behind --diff (and --verbose)
+    args = ("port", HAZARDS / "lane_math.cu", "--no-cuda", "--no-rocm", "--hip-version", "5.2")
+    for flag in ("--diff", "--verbose"):
+        shown = tools_cli(*args, flag, env=bare_env).stdout
+        assert diff in shown and "+++ b/lane_math.hip" in shown, flag
+    assert diff not in tools_cli(*args, "--verbose", "--no-diff", env=bare_env).stdout
 
 
 def test_colour_forced_and_ci_plain(tools_cli: Runner, bare_env: dict[str, str]) -> None:

@@ -13,7 +13,8 @@ A replica logs JSON events to its own file: ``start`` (pid, digests of its state
 ``start_quorum``: step before and after, the Manager's error, the digests), ``commit`` (step, loss, digests,
 its descriptors and threads), ``no_commit``, ``done``. Faults are planned per incarnation:
 ``kill_at`` (SIGKILL itself at that step, after the backward pass), ``donor_fault`` (when it first serves
-a heal at a step > 0: ``corrupt`` one chunk in flight, or ``kill`` itself half-way).
+a heal at a step > 0: ``corrupt`` one chunk in flight, or ``kill`` itself half-way). The plan's
+``commit`` (default ``copy``) is PeerTransport's.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def digests(state: dict[str, Any]) -> dict[str, str]:
     for path, leaf in pytree.tree_flatten_with_path(state)[0]:
         if isinstance(leaf, torch.Tensor):
             name = ".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
-            data = leaf.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            # From a copy: .numpy() of the state's own memory would mark it exported (a swap refuses it).
+            data = leaf.detach().clone().reshape(-1).view(torch.uint8).numpy().tobytes()
             out[name] = hashlib.sha256(data).hexdigest()[:16]
     return out
 
@@ -109,6 +111,7 @@ def replica() -> None:
             timeout=timedelta(seconds=30),
             state_dict=lambda: manager._manager_state_dict(),
             staging_bytes=STAGING,
+            commit=cfg.get("commit", "copy"),
         )
     else:
         inner = PGTransport(
@@ -313,7 +316,8 @@ class Logged:
 
 
 def _brief(report: dict[str, Any]) -> dict[str, Any]:
-    return {k: report[k] for k in ("role", "bytes", "chunks", "seconds", "shadow") if k in report}
+    keys = ("role", "bytes", "chunks", "seconds", "shadow", "commit", "swapped", "copied")
+    return {k: report[k] for k in keys if k in report}
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -362,6 +366,7 @@ def run(plan: dict[str, Any], out: Path) -> None:
             "seed": plan["seed"],
             "steps": plan["steps"],
             "transport": plan["transport"],
+            "commit": plan.get("commit", "copy"),
             "lighthouse": address,
             "log": str(out / f"replica{r}.jsonl"),
             "go": str(out / f"go-{r}-{n}"),

@@ -9,7 +9,11 @@ processes on CPU with Gloo, TorchFT's lighthouse and Manager, a small determinis
   ChecksumMismatch on both, the receiver keeps its state, the Manager does not commit and heals again at
   the next quorum; PGTransport: the corrupted state taken silently, the replicas diverge), and the donor
   SIGKILLed half-way through the heal (ours: the receiver's tensors unchanged bit for bit; PGTransport's
-  in-place receive: a mix of the donor's and its own).
+  in-place receive: a mix of the donor's and its own);
+- with ``commit="swap"``: the corrupted heal fails and leaves the receiver as it was, the retry heals
+  (the optimizer's state taking over the memory it arrived in, the model's parameters, which the
+  Manager's state holds as Module.state_dict()'s detached aliases, copied) and the run ends as the
+  fault-free one; a donor SIGKILLed half-way leaves the receiver's tensors bit for bit as they were.
 """
 
 from __future__ import annotations
@@ -240,3 +244,39 @@ def test_donor_killed_half_way_side_by_side(torchft_python: Path, tmp_path: Path
     assert outcome["pg"]["donor's"] and outcome["pg"]["own"], outcome["pg"]
     assert "user.default.model.0.weight" in outcome["pg"]["donor's"]
     assert any(k.startswith("user.default.optim.state.5") for k in outcome["pg"]["own"])
+
+
+@pytest.mark.fault
+def test_swap_commit_corrupted_then_retried(torchft_python: Path, reference: dict[str, Any], tmp_path: Path) -> None:
+    result = run_job(torchft_python, tmp_path / "job", kill_then_fault("peer", {"kind": "corrupt"}, commit="swap"))
+    (failed,) = events(result, 1, "recv_failed")
+    assert failed["error"].startswith("ChecksumMismatch"), failed
+    restarted = [e for e in events(result, 1) if e["incarnation"] == 1]
+    start, first_quorum = restarted[0], restarted[2]
+    assert first_quorum["ev"] == "quorum" and "ChecksumMismatch" in first_quorum["error"]
+    assert first_quorum["digests"] == start["digests"], "the receiver took (part of) a corrupted state"
+    (heal,) = heals(result, 1)
+    assert heal["step"] == KILL_STEP and heal["error"] is None
+    assert heal["digests"] == commits(reference, 0)[KILL_STEP]["digests"]
+    (received,) = events(result, 1, "received")
+    (report,) = received["reports"]
+    assert report["commit"] == "swap"
+    optim = sorted(k for k in heal["digests"] if k.startswith("user.default.optim.state."))
+    model = sorted(k for k in heal["digests"] if k.startswith("user.default.model."))
+    assert sorted(report["swapped"]) == optim and len(optim) == 18
+    assert sorted(report["copied"]) == model and all("detached alias" in w for w in report["copied"].values())
+    same_trajectory(result, reference, STEPS)
+
+
+@pytest.mark.fault
+def test_swap_commit_donor_killed_half_way(torchft_python: Path, tmp_path: Path) -> None:
+    stop = {"replica": 1, "incarnation": 1, "event": "quorum"}
+    result = run_job(torchft_python, tmp_path / "job", kill_then_fault("peer", HALF, stop_when=stop, commit="swap"))
+    assert {"replica": 0, "incarnation": 0, "code": -signal.SIGKILL} in result["exits"]
+    restarted = [e for e in events(result, 1) if e["incarnation"] == 1]
+    (failed,) = [e for e in restarted if e["ev"] == "recv_failed"]
+    (quorum,) = [e for e in restarted if e["ev"] == "quorum"]
+    assert failed["error"].startswith("TransferAborted"), failed["error"]
+    assert quorum["step"] == 0 and quorum["error"] and quorum["digests"] == restarted[0]["digests"]
+    donor = commits(result, 0)[KILL_STEP]["digests"]
+    assert len(donor) == 24 and all(donor[k] != quorum["digests"][k] for k in donor if "model" in k)

@@ -3,7 +3,12 @@ with its [torchft] extra): several receivers at once, in place and allocated; a 
 shape mismatch named on both sides; every timeout honoured (no receiver, a silent donor, a stalled one);
 disallow_checkpoint() aborting a send in flight and refusing later ones; a receiver failing after the
 handshake freeing its donor at once; ten heals and shutdowns leaving
-no descriptor or thread; metadata of another transport refused by name. Also: ``import monarch_runtime``
+no descriptor or thread; metadata of another transport refused by name. ``commit="swap"``: the same
+objects (parameters, optimizer state, grads, hooks) with the donor's data at new addresses, and the
+next optimizer step the donor's; a re-heal into the kept buffers; every target whose memory anything
+else can see (views, shared storages, NumPy, DLPack, shared memory, Module.state_dict()'s aliases)
+copied instead, and right; failed heals (corrupted chunk, donor failing half-way, timeout, receiver
+shut down) leaving every target bit for bit and at its address, for both commits. Also: ``import monarch_runtime``
 never imports torch, and the wheel's [torchft] extra names torch and torchft (pip refuses it offline
 without them, installs it with them)."""
 
@@ -33,6 +38,11 @@ CASES = Path(__file__).with_name("transport_cases.py")
         "shutdown_leaves_nothing",
         pytest.param("receiver_failing_early_frees_the_donor", marks=pytest.mark.fault),
         pytest.param("bad_metadata_is_named", marks=pytest.mark.fault),
+        "swap_keeps_identity_and_steps_like_the_donor",
+        "swap_falls_back_to_copy_where_memory_is_seen",
+        "model_state_dict_aliases_are_copied_optimizer_state_swapped",
+        pytest.param("failed_heals_leave_targets_bit_identical", marks=pytest.mark.fault),
+        pytest.param("bad_commit_is_named", marks=pytest.mark.fault),
     ],
 )
 def test_transport_contract(case: str, torchft_python: Path) -> None:

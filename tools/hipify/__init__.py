@@ -10,7 +10,15 @@ See docs/hipify.md.
 
 from __future__ import annotations
 
-from tools.hipify.model import Finding, HipifyOptions, HipifyResult
+from tools.hipify.model import Finding, HipifyOptions, HipifyResult, included_closure
 from tools.hipify.tree import detect_hip_version, hipify_tree, output_relpath
 
-__all__ = ["Finding", "HipifyOptions", "HipifyResult", "detect_hip_version", "hipify_tree", "output_relpath"]
+__all__ = [
+    "Finding",
+    "HipifyOptions",
+    "HipifyResult",
+    "detect_hip_version",
+    "hipify_tree",
+    "included_closure",
+    "output_relpath",
+]

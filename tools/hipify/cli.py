@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not report CUDA-looking names missing from the database",
     )
+    ap.add_argument(
+        "--void-discarded",
+        action="store_true",
+        help="write (void) before HIP calls whose [[nodiscard]] hipError_t result the code discards (default: leave "
+        "them and report them in a note)",
+    )
     ap.add_argument("-j", "--jobs", type=int, help="worker processes (default: CPUs, when worth it)")
     ap.add_argument("-q", "--quiet", action="store_true", help="only the summary line on stderr")
     ap.add_argument(
@@ -115,6 +121,7 @@ class _Args:
         self.engine = "builtin"
         self.no_lint = False
         self.no_unmapped = False
+        self.void_discarded = False
         self.jobs: int | None = None
         self.quiet = False
         self.max_listed = 20
@@ -125,6 +132,7 @@ _FLAGS = {
     "--translate-comments": "translate_comments",
     "--no-lint": "no_lint",
     "--no-unmapped": "no_unmapped",
+    "--void-discarded": "void_discarded",
     "-q": "quiet",
     "--quiet": "quiet",
 }
@@ -250,6 +258,7 @@ def _main(argv: list[str]) -> int:
         lint=not args.no_lint,
         engine=args.engine,
         report_unmapped=not args.no_unmapped,
+        void_discarded=args.void_discarded,
     )
     assert args.output is not None  # required
     try:

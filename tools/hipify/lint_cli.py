@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     version = parse_hip_version(args.hip_version) if args.hip_version else detect_hip_version()
     overrides = str(args.mappings.resolve()) if args.mappings else None
     files = _files(args.sources)
-    key: Key = (overrides, version, False, True, False, ())
+    key: Key = (overrides, version, False, True, False, False, ())
     _translator(*key)  # validate the override file early
     findings: list[Finding] = []
     results = [_process(str(path), True, key, True) for path in files]

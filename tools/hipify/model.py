@@ -5,7 +5,7 @@ Plain classes (no ``dataclasses``/``typing`` import) so that ``import tools.hipi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 LAUNCH_STYLES = ("keep", "hipLaunchKernelGGL")
@@ -30,6 +30,8 @@ class HipifyOptions:
         directory names) or ``"keep"`` (same relative paths, ``.cu`` -> ``.hip`` only).
     lint: run the portability-hazard lint.
     engine: ``"builtin"`` or ``"hipify_torch"`` (the external engine, when importable).
+    void_discarded: write ``(void)`` before calls that discard a ``[[nodiscard]]`` HIP result (``hipError_t``);
+        by default they are left as written and reported (a note), so the compiler's warning still shows.
     """
 
     __slots__ = (
@@ -42,6 +44,7 @@ class HipifyOptions:
         "naming",
         "report_unmapped",
         "translate_comments_and_strings",
+        "void_discarded",
     )
 
     def __init__(
@@ -56,6 +59,7 @@ class HipifyOptions:
         lint: bool = True,
         engine: str = "builtin",
         report_unmapped: bool = True,
+        void_discarded: bool = False,
     ) -> None:
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
@@ -66,6 +70,7 @@ class HipifyOptions:
         self.lint = lint
         self.engine = engine
         self.report_unmapped = report_unmapped
+        self.void_discarded = void_discarded
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -162,6 +167,7 @@ class HipifyResult:
         "engine",
         "findings",
         "hip_version",
+        "includes",
         "outputs",
         "removed",
         "seconds",
@@ -184,6 +190,7 @@ class HipifyResult:
         engine: str = "builtin",
         seconds: float = 0.0,
         target: Mapping[str, object] | None = None,
+        includes: Mapping[Path, Sequence[Path]] | None = None,
     ) -> None:
         self.outputs: dict[Path, Path] = dict(outputs)
         self.findings: list[Finding] = sorted(findings, key=Finding.sort_key)
@@ -196,11 +203,17 @@ class HipifyResult:
         self.engine = engine
         self.seconds = seconds
         self.target = dict(target or {})  # what the target version changes (tools/hipify/targets.py)
+        # the project files each source includes, as the tree pass resolved its #include lines (sources only)
+        self.includes: dict[Path, list[Path]] = {k: list(v) for k, v in (includes or {}).items()}
 
     @property
     def blocking(self) -> int:
         """Number of blocking findings: anything unportable that remains (what ``--strict`` fails on)."""
         return sum(1 for f in self.findings if f.blocking)
+
+    def reached(self, starts: Iterable[Path]) -> set[Path]:
+        """``starts`` and every project file they include, transitively (the files a translation unit reads)."""
+        return included_closure(self.includes, starts)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in KINDS}
@@ -230,5 +243,19 @@ class HipifyResult:
             "counts": self.counts(),
             "blocking": self.blocking,
             "findings": [f.to_json() for f in self.findings],
+            "includes": {str(k): [str(t) for t in v] for k, v in sorted(self.includes.items())},
             "seconds": round(self.seconds, 4),
         }
+
+
+def included_closure(includes: Mapping[Path, Sequence[Path]], starts: Iterable[Path]) -> set[Path]:
+    """``starts`` and every file reachable from them through ``includes`` (a file -> the files its #include lines
+    resolve to: ``HipifyResult.includes``, or the ``includes`` of a hipify report)."""
+    seen = set(starts)
+    todo = list(seen)
+    while todo:
+        for target in includes.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen

@@ -8,7 +8,12 @@ upper bound) and gives them as a ``Target``:
 - ``mask64``: the full-wavefront mask when the ``*_sync`` builtins take 64-bit masks only (else ``None``);
 - ``sync_define``: the macro without which the target does not declare the ``*_sync`` builtins (else ``None``);
 - ``nodiscard``: the type whose discarded results warn (``hipError_t``), ``None`` when not;
-  ``nodiscard_exempt``: HIP functions that do not return it.
+  ``nodiscard_exempt``: HIP functions that do not return it;
+- ``kernel_args``: HIP function -> (the index of its kernel argument, its fewest and most arguments), for the
+  functions that take the kernel as ``const void*`` only (no template overload as CUDA's runtime API has);
+- ``header_defines``: HIP header -> the macro that must be defined before it is included (``HIPBLAS_V2``);
+- ``name_hazards``: CUDA name -> (why its translation is not faithful everywhere, whether only in device code): a
+  hazard at each use, blocking (in files with device code only, for a device-only one).
 """
 
 from __future__ import annotations
@@ -19,14 +24,34 @@ from tools.errors import ToolError
 from tools.hipify.mapping import Version, parse_version
 
 TARGETS_DB = Path(__file__).resolve().parent / "data" / "targets.tsv"
-RULES = ("header", "warp-sync-mask", "warp-sync-define", "nodiscard", "nodiscard-exempt")
+RULES = (
+    "header",
+    "warp-sync-mask",
+    "warp-sync-define",
+    "nodiscard",
+    "nodiscard-exempt",
+    "kernel-arg",
+    "header-define",
+    "name-hazard",
+    "device-name-hazard",
+)
 _COLUMNS = ("rule", "key", "hip_from", "hip_before", "value", "source")
 
 
 class Target:
     """The target-dependent rules for one HIP version (plain class: cheap to import)."""
 
-    __slots__ = ("headers", "mask64", "nodiscard", "nodiscard_exempt", "sync_define", "version")
+    __slots__ = (
+        "header_defines",
+        "headers",
+        "kernel_args",
+        "mask64",
+        "name_hazards",
+        "nodiscard",
+        "nodiscard_exempt",
+        "sync_define",
+        "version",
+    )
 
     def __init__(self, version: Version | None) -> None:
         self.version = version
@@ -35,6 +60,9 @@ class Target:
         self.sync_define: str | None = None
         self.nodiscard: str | None = None
         self.nodiscard_exempt: frozenset[str] = frozenset()
+        self.kernel_args: dict[str, tuple[int, int, int]] = {}
+        self.header_defines: dict[str, str] = {}
+        self.name_hazards: dict[str, tuple[str, bool]] = {}
 
     def describe(self) -> dict[str, object]:
         """For the report: what this target changes (see docs/hipify.md, "Targets")."""
@@ -49,6 +77,7 @@ class Target:
             "full_mask": self.mask64 or "",
             "sync_define": self.sync_define or "",
             "nodiscard": self.nodiscard or "",
+            "header_defines": ", ".join(f"{m} before <{h}>" for h, m in sorted(self.header_defines.items())),
         }
 
 
@@ -81,8 +110,27 @@ def read_rows(path: Path = TARGETS_DB) -> list[tuple[str, str, Version | None, V
                 f"{path}:{lineno}: bad row {line!r} (want {len(_COLUMNS)} tab-separated cells, rule one of "
                 f"{', '.join(RULES)}, a key)"
             )
+        if cells[0] == "kernel-arg" and _kernel_arg(cells[4]) is None:
+            raise ToolError(
+                f"{path}:{lineno}: bad kernel-arg value {cells[4]!r} (want the argument's index and the arity, "
+                "e.g. '0 3' or '0 4-6')"
+            )
+        if cells[0] in ("header-define", "name-hazard", "device-name-hazard") and not cells[4]:
+            raise ToolError(f"{path}:{lineno}: a {cells[0]} row needs a value")
         rows.append((cells[0], cells[1], parse_version(cells[2]), parse_version(cells[3]), cells[4]))
     return rows
+
+
+def _kernel_arg(value: str) -> tuple[int, int, int] | None:
+    """``"1 2"`` -> (1, 2, 2); ``"0 4-6"`` -> (0, 4, 6): the kernel argument's index, the fewest and most arguments."""
+    parts = value.split()
+    if len(parts) != 2 or not parts[0].isdigit():
+        return None
+    low, _, high = parts[1].partition("-")
+    if not low.isdigit() or (high and not high.isdigit()):
+        return None
+    index, fewest, most = int(parts[0]), int(low), int(high or low)
+    return (index, fewest, most) if index < fewest <= most else None
 
 
 def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
@@ -103,8 +151,19 @@ def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
             target.sync_define = key
         elif rule == "nodiscard":
             target.nodiscard = key
-        else:
+        elif rule == "nodiscard-exempt":
             exempt.add(key)
+        elif rule == "kernel-arg":
+            arg = _kernel_arg(value)
+            assert arg is not None  # checked by read_rows
+            target.kernel_args[key] = arg
+        elif rule == "header-define":
+            target.header_defines[key] = value
+        else:  # several rows for one name: every reason (device-only when every one is)
+            device_only = rule == "device-name-hazard"
+            known = target.name_hazards.get(key)
+            why = value if known is None else f"{known[0]}; and {value}"
+            target.name_hazards[key] = (why, device_only and (known is None or known[1]))
     target.headers = {key: (value, lowest.get(key)) for key, (value, _) in target.headers.items()}
     target.nodiscard_exempt = frozenset(exempt)
     return target

@@ -10,14 +10,19 @@ encoding (Latin-1, invalid UTF-8, CRLF, BOM).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 
+from tools.errors import ToolError
 from tools.hipify import insert, masks
 from tools.hipify.downgrade import Downgrade, load_downgrades, rewrite_call
 from tools.hipify.mapping import Entry, MappingDatabase, Version, format_version
 from tools.hipify.targets import Target, load_target
 
 Edit = tuple[int, int, bytes]  # put bytes in place of data[start:end]
+# a call whose kernel argument the HIP function takes as const void*: (output offset of the text that replaced the
+# CUDA name, the name's input offset, that text, (the kernel argument's index, the fewest and most arguments))
+_Cast = tuple[int, int, bytes, tuple[int, int, int]]
 
 
 class _Lazy:
@@ -123,22 +128,37 @@ class FileResult:
 class _FileState:
     """What one file's pass collects besides the output."""
 
-    __slots__ = ("defines", "discarded", "facts", "findings", "includes", "unresolved")
+    __slots__ = ("defines", "device", "discarded", "facts", "findings", "includes", "unresolved")
 
     def __init__(self) -> None:
         self.findings: list[RawFinding] = []
         self.includes: list[Include] = []
         self.defines: list[str] = []
         self.facts = 0
-        self.discarded: list[tuple[int, bytes]] = []  # calls that got (void): offset, CUDA name
+        self.discarded: list[tuple[int, bytes]] = []  # calls that discard a nodiscard result: offset, CUDA name
+        self.device: bool | None = None  # whether the file has device code (asked only for name hazards)
         self.unresolved: set[bytes] = set()  # lane-mask names not defined in the file (masks.Mask.unresolved)
 
 
 _FindingSpec = tuple[str, str, str, bool]  # (kind, reason, suggestion, blocking)
+# a qualified namespace row (thrust::cuda -> thrust::hip) for its last component: (the qualifier's components, the
+# new last component or None, the finding when the target has none)
+_Qualified = tuple[tuple[bytes, ...], "bytes | None", "_FindingSpec | None"]
 
 
 class _Action:
-    __slots__ = ("downgrade", "finding", "namespace_only", "replacement", "simple", "stmt", "sync")
+    __slots__ = (
+        "downgrade",
+        "finding",
+        "hazard",
+        "kernel_arg",
+        "namespace_only",
+        "qualified",
+        "replacement",
+        "simple",
+        "stmt",
+        "sync",
+    )
 
     def __init__(  # noqa: PLR0917
         self,
@@ -148,16 +168,38 @@ class _Action:
         downgrade: Downgrade | None = None,
         sync: bool = False,
         stmt: bool = False,
+        *,
+        kernel_arg: tuple[int, int, int] | None = None,
+        hazard: tuple[str, bool] | None = None,
+        qualified: tuple[_Qualified, ...] = (),
     ) -> None:
         self.replacement = replacement  # None: leave the name
         self.finding = finding
         self.namespace_only = namespace_only
         self.downgrade = downgrade  # a call rewrite for an older HIP target (tried first)
         self.sync = sync  # a warp *_sync builtin (or __activemask) on a target that changes them (mask, macro)
-        self.stmt = stmt  # returns the nodiscard error type: a call whose result is discarded gets (void)
+        self.stmt = stmt  # returns the nodiscard error type: a call whose result is discarded is reported
+        self.kernel_arg = kernel_arg  # the HIP function takes the kernel as const void*: (index, fewest, most args)
+        self.hazard = hazard  # why the translation is not faithful everywhere (targets.tsv name-hazard)
+        self.qualified = qualified  # (qualifier, new last component) of qualified namespace rows (thrust::cuda)
         # the replacement when nothing else is to be done (no finding, no context check, no downgrade)
-        plain = finding is None and not namespace_only and downgrade is None and not sync and not stmt
+        plain = (
+            finding is None
+            and not namespace_only
+            and downgrade is None
+            and not sync
+            and not stmt
+            and kernel_arg is None
+            and hazard is None
+            and not qualified
+        )
         self.simple = replacement if plain else None
+
+    def but(self, **changes: object) -> _Action:
+        """This action with some fields changed."""
+        fields: dict[str, object] = {name: getattr(self, name) for name in self.__slots__ if name != "simple"}
+        fields.update(changes)
+        return _Action(**fields)  # type: ignore[arg-type]
 
 
 _NO_ACTION = _Action(None, None)
@@ -271,14 +313,18 @@ class Translator:
         report_unmapped: bool = True,
         launch: bool = False,
         project_masks: masks.ProjectMasks = (),
+        void_discarded: bool = False,
     ) -> None:
-        """``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``)."""
+        """``project_masks``: the constant lane masks the project's headers define (``masks.merge_header_masks``);
+        ``void_discarded``: write ``(void)`` before calls that discard a [[nodiscard]] result (default: report them)."""
         self.db = db
         self.hip_version = hip_version
         self.translate_comments_and_strings = translate_comments_and_strings
         self.report_unmapped = report_unmapped
+        self.void_discarded = void_discarded
         self._cache: dict[bytes, _Action] = {}
         self.target: Target = load_target(hip_version)
+        self._qualified: dict[bytes, tuple[_Qualified, ...]] = {}  # filled by _derive_prefixes
         self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
         # The names the scanner must stop on: they depend on the database, the target and the options.
@@ -298,6 +344,9 @@ class Translator:
         core = ("cu", "CU", "__", "nv", "NV", "Cu")
         ident = re.compile(_IDENT_NAME).match
         for name in db.names():
+            if "::" in name:
+                self._add_qualified(name, prefixes)
+                continue
             if name[:2] in core or not ident(name):
                 continue  # covered already, or a header path
             cells = db.raw_cells(name)
@@ -314,6 +363,27 @@ class Translator:
                 prefixes.add(name.encode("latin-1"))
         return prefixes
 
+    def _add_qualified(self, name: str, prefixes: set[bytes]) -> None:
+        """A qualified namespace row (``thrust::cuda`` -> ``thrust::hip``): a rule for its last component."""
+        entry = self.db.lookup(name)
+        if entry is None or entry.kind != "namespace":
+            return
+        *qualifier, last = name.split("::")
+        act = self._decide_entry(entry)
+        new_last: bytes | None = None
+        if act.replacement is not None:
+            *hip_qualifier, hip_last = act.replacement.decode("latin-1").split("::")
+            if hip_qualifier != qualifier or not hip_last:
+                raise ToolError(
+                    f"mapping {name} -> {entry.hip_name}: a qualified namespace row may rename only its last "
+                    "component (the qualifiers must be the same)"
+                )
+            new_last = hip_last.encode("latin-1")
+        rule: _Qualified = (tuple(q.encode("latin-1") for q in qualifier), new_last, act.finding)
+        key = last.encode("latin-1")
+        self._qualified[key] = (*self._qualified.get(key, ()), rule)
+        prefixes.add(key)
+
     # -- per-name decision -------------------------------------------------------------------------
     def action(self, name: bytes) -> _Action:
         act = self._cache.get(name)
@@ -322,11 +392,22 @@ class Translator:
             dg = self.downgrades.get(name)
             usable = act.finding is None or act.finding[0] == "deprecated"
             if dg is not None:
-                act = _Action(act.replacement, act.finding, act.namespace_only, dg)
+                act = act.but(downgrade=dg)
             elif usable and name in masks.SYNC_NAMES and (self.target.mask64 or self.target.sync_define):
-                act = _Action(act.replacement, act.finding, act.namespace_only, sync=True)
+                act = act.but(sync=True)
             elif usable and act.replacement is not None and self._nodiscard(name, act.replacement):
-                act = _Action(act.replacement, act.finding, act.namespace_only, stmt=True)
+                act = act.but(stmt=True)
+            if usable and act.replacement is not None:
+                target = self.target
+                kernel_arg = target.kernel_args.get(act.replacement.decode("latin-1"))
+                if kernel_arg is not None:
+                    act = act.but(kernel_arg=kernel_arg)
+                hazard = target.name_hazards.get(name.decode("latin-1"))
+                if hazard is not None:
+                    act = act.but(hazard=hazard)
+            qualified = self._qualified.get(name)
+            if qualified is not None:
+                act = act.but(qualified=qualified)
             self._cache[name] = act
         return act
 
@@ -362,6 +443,17 @@ class Translator:
 
     def _decide_entry(self, e: Entry) -> _Action:
         ns = e.kind == "namespace"
+        if ns and not e.supported:
+            return _Action(
+                None,
+                (
+                    "unsupported",
+                    f"HIP has no namespace {e.cuda_name}::" + (f" ({e.section})" if e.section else ""),
+                    "rewrite without it, or guard it with #ifndef __HIP_PLATFORM_AMD__",
+                    True,
+                ),
+                ns,
+            )
         if not e.supported or not e.hip_name:
             device_helper = e.library == "device" and not e.cuda_name.startswith("__")
             return _Action(
@@ -488,6 +580,7 @@ class Translator:
         st = _FileState()
         spans: list[tuple[int, int]] = []
         launches: list[tuple[int, int]] = []  # (offset in output, offset in input) of each <<<
+        casts: list[_Cast] = []  # calls whose kernel argument needs a cast (_finish)
         action = self.action
         cache = self._cache
         tcs = self.translate_comments_and_strings
@@ -518,6 +611,10 @@ class Translator:
                     if edit is not None:
                         text, resume, consumed = edit
                         out.append(data[pos:start])
+                        if act.kernel_arg is not None:  # its kernel argument is cast in _finish (rare)
+                            counted_len += sum(map(len, out[counted_items:]))
+                            counted_items = len(out)
+                            casts.append((counted_len, start, text, act.kernel_arg))
                         out.append(text)
                         pos = resume
                         if consumed:
@@ -590,7 +687,7 @@ class Translator:
         else:
             out.append(data[pos:])
             result = b"".join(out)
-        return self._finish(data, result, st, spans, launches)
+        return self._finish(data, result, st, spans, launches, casts)
 
     def _name_occurrence(
         self, data: bytes, start: int, end: int, act: _Action, st: _FileState
@@ -600,6 +697,12 @@ class Translator:
         ``data[start:resume]`` (consumed: the call's arguments were rewritten too: a dropped or widened lane
         mask), or None."""
         findings = st.findings
+        if act.qualified or act.namespace_only:
+            ns = self._namespace_occurrence(data, start, end, act, st)
+            if ns is None or isinstance(ns, tuple):
+                return ns
+        if act.hazard is not None:
+            findings.append(self._hazard_finding(data, start, end, act.hazard, st))
         dg = act.downgrade
         if dg is not None:
             rewrite = rewrite_call(data, end, dg)
@@ -614,7 +717,7 @@ class Translator:
                 if edit is not None:
                     return edit
         if act.stmt:
-            if _maybe_statement(data, start) and self._discards(data, start, end, st):
+            if _maybe_statement(data, start) and self._discards(data, start, end, st) and self.void_discarded:
                 assert act.replacement is not None
                 return b"(void)" + act.replacement, end, False
             if act.finding is None and act.replacement is not None:
@@ -633,9 +736,60 @@ class Translator:
             return act.replacement, end, False
         return None
 
+    def _namespace_occurrence(
+        self, data: bytes, start: int, end: int, act: _Action, st: _FileState
+    ) -> tuple[bytes, int, bool] | bool | None:
+        """A namespace name: a qualified row's rename (``thrust::cuda`` -> ``thrust::hip``), a top-level namespace
+        (``cub::``, ``cuda::std``), or neither. Returns the edit, None (leave it), or True: go on as for other
+        names (a top-level namespace HIP has under its own name: ``cub`` -> ``hipcub``)."""
+        qualifier = _qualifier(data, start)
+        for components, new_last, finding in act.qualified:
+            if qualifier[len(qualifier) - len(components) :] == list(components) and len(qualifier) >= len(components):
+                if new_last is not None:
+                    return new_last, end, False
+                if finding is not None:
+                    shown = b"::".join((*components, data[start:end])).decode("latin-1")
+                    st.findings.append(RawFinding(start, shown, *finding, rule="namespace"))
+                return None
+        if qualifier or not act.namespace_only:
+            return None  # another namespace of that name (at::cuda, cv::cuda), or not a namespace use at all
+        if not _namespace_context(data, start, end):
+            return None
+        if act.finding is not None and act.replacement is None:  # a namespace HIP lacks
+            if _declares_namespace(data, start):
+                st.defines.append(data[start:end].decode("latin-1"))  # the project's own (see the tree pass)
+                return None
+            fk, reason, sugg, blocking = act.finding
+            shown = _qualified_name(data, start, end)
+            st.findings.append(RawFinding(start, shown, fk, reason, sugg, blocking, "namespace"))
+            return None
+        return True
+
+    def _hazard_finding(
+        self, data: bytes, start: int, end: int, hazard: tuple[str, bool], st: _FileState
+    ) -> RawFinding:
+        """A name whose translation is not faithful on every GPU of the target (targets.tsv name-hazard): blocking;
+        a device-only one in files with device code only."""
+        why, device_only = hazard
+        if device_only and st.device is None:
+            st.device = any(marker in data for marker in _DEVICE_CODE)
+        target = format_version(self.target.version) or "(newest)"
+        return RawFinding(
+            start,
+            data[start:end].decode("latin-1"),
+            "hazard",
+            f"HIP {target}: {why}",
+            "keep the translation for other GPUs and write the gfx942 path by hand (guard it with "
+            "#if defined(__gfx942__)), or leave this code out of gfx942 builds"
+            if device_only
+            else "check the values this code can meet, or convert by hand",
+            bool(st.device) or not device_only,
+            "name-hazard",
+        )
+
     def _discards(self, data: bytes, start: int, end: int, st: _FileState) -> bool:
         """Whether the call at ``data[start:end]`` (where ``_maybe_statement`` holds) discards its result; if so
-        it is recorded (one note per file: see _finish) and gets ``(void)``."""
+        it is recorded (one note per file: see _finish), and gets ``(void)`` with ``void_discarded``."""
         if _discarded_call(data, start, end):
             st.discarded.append((start, data[start:end]))
             return True
@@ -756,6 +910,17 @@ class Translator:
         if repl:
             # a header of the project's own with this name (cuda-samples' helper_cuda.h, ...) wins: the tree pass
             # puts its path back when the spelling resolves to a source file
+            macro = self.target.header_defines.get(repl.decode("latin-1"))
+            if macro is not None:  # the macro the target's header needs first (HIPBLAS_V2), right before it
+                line_start = data.rfind(b"\n", 0, mstart) + 1
+                nl = data.find(b"\n", pend)
+                eol = b"\r\n" if nl > 0 and data[nl - 1] == 0x0D else b"\n"
+                guard = f"#ifndef {macro}  // [hipify] the API the translation writes needs it".encode()
+                prefix = eol.join((guard, b"#define " + macro.encode(), b"#endif")) + eol
+                findings.append(self._header_define_note(pstart, repl, macro))
+                shifted = out_pstart + len(prefix)
+                includes.append(Include(shifted, shifted + len(repl), path.decode("latin-1"), angled, pstart, True))
+                return line_start, pend, prefix + data[line_start:pstart] + repl
             includes.append(Include(out_pstart, out_pstart + len(repl), path.decode("latin-1"), angled, pstart, True))
             return pstart, pend, repl
         # HIP needs no such header: comment the directive out
@@ -763,18 +928,33 @@ class Translator:
         dend = pend + 1  # the closing > or "
         return line_start, dend, b"// [hipify] not needed with HIP: " + data[line_start:dend].lstrip(b" \t")
 
+    def _header_define_note(self, offset: int, header: bytes, macro: str) -> RawFinding:
+        target = format_version(self.target.version) or "(newest)"
+        return RawFinding(
+            offset,
+            header.decode("latin-1"),
+            "note",
+            f"#define {macro} added before <{header.decode('latin-1')}>: HIP {target}'s header declares the API the "
+            "translation writes only with it (data/targets.tsv: hipBLAS 2.x takes hipDataType, hipblasComputeType_t "
+            "and hipComplex only with HIPBLAS_V2)",
+            f"none needed; or build with -D{macro}",
+            False,
+            "header-define",
+        )
+
     def _retranslated(self, text: bytes) -> bytes | None:
         """A comment or literal with its names translated (the option), or None when nothing changes."""
         new = self._ident().sub(self._sub_in_text, text)
         return new if new != text else None
 
-    def _finish(
+    def _finish(  # noqa: PLR0917
         self,
         data: bytes,
         result: bytes | None,
         st: _FileState,
         spans: list[tuple[int, int]],
         launches: list[tuple[int, int]],
+        casts: list[_Cast],
     ) -> FileResult:
         findings = st.findings
         includes = st.includes
@@ -783,6 +963,9 @@ class Translator:
             defines += [d.decode("latin-1") for d in _DEFINE().findall(data)]
         changed = result is not None
         out = data if result is None else result
+        if casts:
+            out, includes, launches, failed_casts = cast_kernel_arguments(out, casts, includes, launches)
+            findings += [_cast_finding(data, in_off, why) for in_off, why in failed_casts]
         if launches:
             out, includes, failed = convert_launches(out, launches, includes, spans_out=None)
             for in_off in failed:
@@ -806,22 +989,38 @@ class Translator:
         return fr
 
     def _discarded_note(self, data: bytes, calls: list[tuple[int, bytes]]) -> RawFinding:
-        """One note for every call of the file whose hipError_t result got (void), at the first one."""
+        """One note for every call of the file that discards its hipError_t result, at the first one: left as
+        written (the compiler's warning is HIP's check), or given (void) with ``void_discarded``."""
         pos = positions(data, [off for off, _ in calls])
         names = sorted({name.decode("latin-1") for _, name in calls})
         lines = ", ".join(str(pos[off][0]) for off, _ in calls[:20]) + (", ..." if len(calls) > 20 else "")
         shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
         target = format_version(self.target.version) or "(newest)"
+        kind = self.target.nodiscard
+        many = len(calls) > 1
+        where = f"({shown}; line{'s' if many else ''} {lines})"
+        why = f"{kind} is [[nodiscard]] in HIP {target} (C++17)"
+        if self.void_discarded:
+            return RawFinding(
+                calls[0][0],
+                calls[0][1].decode("latin-1"),
+                "note",
+                f"{len(calls)} call{'s' if many else ''} whose {kind} result the CUDA code discards {where} got "
+                f"(void): {why}, so an unchecked call warns (an error under -Werror)",
+                "check the errors instead of discarding them",
+                False,
+                "nodiscard-void",
+            )
         return RawFinding(
             calls[0][0],
             calls[0][1].decode("latin-1"),
             "note",
-            f"{len(calls)} call{'s' if len(calls) > 1 else ''} whose {self.target.nodiscard} result the CUDA code "
-            f"discards ({shown}; line{'s' if len(calls) > 1 else ''} {lines}) got (void): {self.target.nodiscard} "
-            f"is [[nodiscard]] in HIP {target} (C++17), so an unchecked call warns (an error under -Werror)",
-            "check the errors instead of discarding them",
+            f"{len(calls)} call{'s' if many else ''} discard{'' if many else 's'} {'their' if many else 'its'} {kind} "
+            f"result {where}, left as written: {why}, so the compiler warns (-Wunused-result; an error under -Werror)",
+            "check the errors (an unchecked error is a bug on CUDA too), or translate with --void-discarded to write "
+            "(void) before such calls",
             False,
-            "nodiscard-void",
+            "nodiscard-discarded",
         )
 
     def _sub_in_text(self, m: re.Match[bytes]) -> bytes:
@@ -829,6 +1028,24 @@ class Translator:
         if act.replacement is None or act.namespace_only:
             return m.group()
         return act.replacement
+
+
+def _cast_finding(data: bytes, offset: int, why: str) -> RawFinding:
+    """A call whose kernel argument needs ``reinterpret_cast<const void*>`` the translation could not write."""
+    end = offset
+    while end < len(data) and data[end] in _IDC_SET:
+        end += 1
+    name = data[offset:end].decode("latin-1")
+    return RawFinding(
+        offset,
+        name,
+        "hazard",
+        f"HIP's counterpart of {name} takes the kernel as const void* only (CUDA's runtime API also takes the kernel "
+        f"itself, a template overload HIP lacks), but {why}: its kernel argument is left as it was",
+        "write reinterpret_cast<const void*>(kernel) around the kernel argument",
+        True,
+        "kernel-cast",
+    )
 
 
 def _downgrade_finding(offset: int, dg: Downgrade, mask: masks.Mask | None = None) -> RawFinding:
@@ -1078,6 +1295,54 @@ def _is_member(data: bytes, start: int) -> bool:
     return before.endswith((b".", b"->"))
 
 
+_DEVICE_CODE = (b"__global__", b"__device__")
+
+
+def _word_before(data: bytes, j: int) -> tuple[bytes, int]:
+    """The identifier ending at ``j`` (blanks before ``j`` skipped) and where it starts; b"" when there is none."""
+    while j > 0 and data[j - 1] in b" \t\r\n":
+        j -= 1
+    i = j
+    while i > 0 and data[i - 1] in _WORD_BYTES:
+        i -= 1
+    return data[i:j], i
+
+
+def _qualifier(data: bytes, start: int) -> list[bytes]:
+    """The namespaces qualifying the name at ``start``, outermost first: ``thrust::system::cuda`` -> [thrust,
+    system]; a leading ``::`` (the global namespace) is no qualifier."""
+    out: list[bytes] = []
+    j = start
+    while True:
+        k = j
+        while k > 0 and data[k - 1] in b" \t":
+            k -= 1
+        if data[k - 2 : k] != b"::" or k < 2:
+            break
+        word, j = _word_before(data, k - 2)
+        if not word or word[0] in _DIGITS:
+            break
+        out.append(word)
+    out.reverse()
+    return out
+
+
+def _declares_namespace(data: bytes, start: int) -> bool:
+    """Whether the name at ``start`` is declared here: ``namespace cuda {`` or ``namespace cuda = ...`` (not
+    ``using namespace cuda``)."""
+    word, i = _word_before(data, start)
+    return word == b"namespace" and _word_before(data, i)[0] != b"using"
+
+
+def _qualified_name(data: bytes, start: int, end: int) -> str:
+    """The name at ``start:end`` with up to two components after it: ``cuda::std::atomic``."""
+    m = _QUALIFIED_TAIL().match(data, end)
+    return (data[start:end] + (m.group().replace(b" ", b"") if m else b"")).decode("latin-1")
+
+
+_QUALIFIED_TAIL = _Lazy(rb"(?:[ \t]*::[ \t]*[A-Za-z_][A-Za-z0-9_]*){1,2}")
+
+
 def _namespace_context(data: bytes, start: int, end: int) -> bool:
     """``cub`` is rewritten only as a namespace: ``cub::``, ``namespace cub``, ``using namespace cub``."""
     after = data[end : end + 8].lstrip(b" \t")
@@ -1166,6 +1431,151 @@ def _split_top(data: bytes, start: int, stop_at: bytes) -> tuple[list[tuple[int,
             i = j
         i += 1
     return None
+
+
+# a kernel argument that is a void-pointer cast already, or a null pointer: left as it is
+_VOID_CAST = _Lazy(
+    rb"(?:(?:reinterpret|static|const)_cast\s*<\s*(?:const\s+)?void\s*(?:const\s*)?\*\s*>"
+    rb"|\(\s*(?:const\s+)?void\s*(?:const\s*)?\*\s*\))"
+)
+_NULL_ARGUMENT = frozenset({b"nullptr", b"NULL", b"0"})
+KERNEL_CAST = b"reinterpret_cast<const void*>("
+_ARG_WS = b" \t\r\n\\"
+
+
+def call_arguments(data: bytes, i: int) -> list[tuple[int, int]] | None:
+    """The arguments of the call whose name ends at ``i``, as spans from their first byte that is not blank to the
+    end of their last token that is no comment (so text put after one never lands in a ``//`` comment); ``[]`` when
+    no ``(`` follows (not a call) or the call has none; None when they cannot be parsed (unbalanced, a ``;`` first).
+
+    A ``<`` right after an identifier at the call's top level opens a template argument list (``k<T, 4>``): its
+    commas do not separate arguments. A misread comparison can only join arguments, which the caller's arity check
+    reports."""
+    n = len(data)
+    while i < n and data[i] in _ARG_WS:
+        i += 1
+    if i >= n or data[i] != 0x28:
+        return []
+    depth = 0  # brackets inside the arguments
+    angle = 0  # template argument lists at the top level
+    spans: list[tuple[int, int]] = []
+    arg_start = i + 1
+    code_end = -1  # the end of the current argument's last token (-1: none yet)
+    j = i + 1
+    while j < n:
+        c = data[j]
+        if c in b"\"'":
+            k = j + 1
+            while k < n and data[k] != c and data[k] != 0x0A:
+                k += 2 if data[k] == 0x5C else 1
+            j = k + 1
+            code_end = j
+            continue
+        if c == 0x2F and data[j + 1 : j + 2] == b"/":
+            nl = data.find(b"\n", j)
+            j = n if nl < 0 else nl
+            continue
+        if c == 0x2F and data[j + 1 : j + 2] == b"*":
+            close = data.find(b"*/", j + 2)
+            if close < 0:
+                return None
+            j = close + 2
+            continue
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            if depth == 0:
+                if c != 0x29 or angle:
+                    return None
+                spans.append((arg_start, code_end))
+                break
+            depth -= 1
+        elif c == 0x3B:
+            return None
+        elif depth == 0:
+            if c == 0x3C and data[j + 1 : j + 2] not in (b"<", b"="):
+                k = j
+                while k > arg_start and data[k - 1] in b" \t":
+                    k -= 1
+                if k > arg_start and data[k - 1] in _WORD_BYTES and data[k - 1] not in _DIGITS:
+                    angle += 1
+            elif c == 0x3E and angle and data[j - 1 : j] != b"-":
+                angle -= 1
+            elif c == 0x2C and not angle:
+                spans.append((arg_start, code_end))
+                arg_start = j + 1
+                code_end = -1
+                j += 1
+                continue
+        if c not in _ARG_WS:
+            code_end = j + 1
+        j += 1
+    else:
+        return None
+    out = []
+    for first, last in spans:
+        a = first
+        while a < last and data[a] in _ARG_WS:
+            a += 1
+        out.append((a, max(a, last)))
+    if len(out) == 1 and out[0][0] == out[0][1]:
+        return []  # no arguments
+    return out
+
+
+def cast_kernel_arguments(
+    data: bytes, casts: list[_Cast], includes: list[Include], launches: list[tuple[int, int]]
+) -> tuple[bytes, list[Include], list[tuple[int, int]], list[tuple[int, str]]]:
+    """Put ``reinterpret_cast<const void*>(...)`` around the kernel argument of each call in ``casts`` (HIP
+    functions that take the kernel as ``const void*`` only), unless it is a void-pointer cast or a null pointer
+    already. Returns the new bytes, the includes and launches moved by the insertions, and (input offset, why) for
+    each call whose kernel argument could not be found (left as it was)."""
+    inserts: list[tuple[int, bytes]] = []
+    failed: list[tuple[int, str]] = []
+    for at, in_off, text, (index, fewest, most) in casts:
+        name = text[6:] if text.startswith(b"(void)") else text
+        name_at = data.find(name, at, at + len(text))
+        if name_at < 0:
+            continue
+        args = call_arguments(data, name_at + len(name))
+        if args is None:
+            failed.append((in_off, "its arguments could not be parsed"))
+            continue
+        if not args and data[name_at + len(name) :].lstrip(_ARG_WS)[:1] != b"(":
+            continue  # not a call (a function pointer, a declaration's name)
+        if not fewest <= len(args) <= most:
+            wanted = f"{fewest}-{most}" if most > fewest else str(fewest)
+            failed.append((in_off, f"the call has {len(args)} arguments where {wanted} were expected"))
+            continue
+        a, b = args[index]
+        arg = data[a:b]
+        if arg in _NULL_ARGUMENT or _VOID_CAST().match(arg):
+            continue
+        inserts += [(a, KERNEL_CAST), (b, b")")]
+    if not inserts:
+        return data, includes, launches, failed
+    inserts.sort(key=lambda x: x[0])
+    parts: list[bytes] = []
+    pos = 0
+    for off, text in inserts:
+        parts.append(data[pos:off])
+        parts.append(text)
+        pos = off
+    parts.append(data[pos:])
+    offsets = [off for off, _ in inserts]
+    sizes = [0]
+    for _off, text in inserts:
+        sizes.append(sizes[-1] + len(text))
+
+    def moved(offset: int) -> int:
+        """``offset`` in the new bytes: moved by every insertion at or before it."""
+        return offset + sizes[bisect_right(offsets, offset)]
+
+    new_includes = [
+        Include(moved(i.out_start), moved(i.out_end), i.spelling, i.angled, i.in_offset, i.mapped) for i in includes
+    ]
+    new_launches = [(moved(out_off), in_off) for out_off, in_off in launches]
+    return b"".join(parts), new_includes, new_launches, failed
 
 
 def convert_launches(

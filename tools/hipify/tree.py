@@ -136,8 +136,8 @@ def _output_rel(rel: str, changed: bool, naming: str) -> str:
 
 
 # -- per-file work (runs in worker processes too) --------------------------------------------------------
-# (overrides, hip_version, comments, unmapped, launch, the project's constant lane masks)
-Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
+# (overrides, hip_version, comments, unmapped, launch, (void) for discarded results, the project's constant lane masks)
+Key = tuple[str | None, tuple[int, int] | None, bool, bool, bool, bool, tuple[tuple[str, str, int, int, bool], ...]]
 #: headers whose constant lane masks count for every file (tools/hipify/masks.py)
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl", ".inc", ".ipp", ".tpp"})
 
@@ -149,6 +149,7 @@ def _translator(  # noqa: PLR0917
     comments: bool,
     unmapped: bool,
     launch: bool,
+    void_discarded: bool = False,
     project_masks: tuple[tuple[str, str, int, int, bool], ...] = (),
 ) -> Translator:
     db = load_database(Path(overrides) if overrides else None)
@@ -159,6 +160,7 @@ def _translator(  # noqa: PLR0917
         report_unmapped=unmapped,
         launch=launch,
         project_masks=project_masks,
+        void_discarded=void_discarded,
     )
 
 
@@ -196,7 +198,7 @@ def _project_mask_pass(
     ]
     if not redo:
         return procs, set()
-    again = {r.path: r for r in _process_batch(redo, (*key[:5], table), lint)}
+    again = {r.path: r for r in _process_batch(redo, (*key[:6], table), lint)}
     for p in procs:
         r = again.get(p.path)
         if r is not None:
@@ -442,6 +444,7 @@ def _options_key(
         options.translate_comments_and_strings,
         options.report_unmapped,
         options.launch_style == "hipLaunchKernelGGL",
+        options.void_discarded,
         masks,
     )
 
@@ -904,6 +907,8 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             for line, col, name, kind, reason, sugg, blocking, rule in p.findings:
                 if kind == "unmapped" and name in defined:
                     continue  # the project's own macro, not a CUDA API name
+                if rule == "namespace" and name.split("::", 1)[0] in defined:
+                    continue  # a namespace of the project's own (namespace cuda { ... })
                 findings.append(
                     Finding(
                         s.path, line, col, name, kind=kind, reason=reason, suggestion=sugg, blocking=blocking, rule=rule
@@ -1055,6 +1060,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         engine=opts.engine,
         seconds=time.perf_counter() - started,
         target=tr.target.describe(),
+        includes={by_key[k][0].path: list(dict.fromkeys(t.path for _i, t, _h in v)) for k, v in resolved.items()},
     )
 
 

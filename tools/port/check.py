@@ -41,7 +41,9 @@ def main(argv: list[str]) -> int:
     files = tree_files(csrc) if csrc.is_dir() else []
     request = request_from_args(args, files, environ)
     result, style = execute(request, out=sys.stdout, err=sys.stderr, colour_choice=args.color, environ=environ)
-    lines = format_result(result, style, command="check", strict=args.strict, diff=args.diff)
+    lines = format_result(
+        result, style, command="check", strict=args.strict, diff=args.diff or args.verbose, verbose=args.verbose
+    )
     manifest_problems = manifest.check_manifest(csrc)
     for problem in manifest_problems:
         lines.append(style(f"  - manifest: {problem}", "red"))

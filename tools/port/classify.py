@@ -700,12 +700,15 @@ class Classifier:
             )
         in_project = self.project.find(header, None)
         if in_project is not None:
-            rel = in_project.as_posix()[: -len(header) - 1] or "/"
+            # the directory to give with -I: the user's (the CUDA source's) when its path ends in the spelling too
+            original = self.project.origin.get(in_project, in_project).as_posix()
+            base = original if original.endswith("/" + header) else in_project.as_posix()
+            rel = base[: -len(header) - 1] or "/"
             return self._cause(
                 "missing-header",
                 header,
                 f"'{header}' is the project's own {self.project.shown(in_project)}, but not on the include path",
-                f"add -I{rel} to the compile (or include it with a path relative to the includer)",
+                f"add -I {rel} (tools port -I DIR; or include it with a path relative to the includer)",
                 root,
             )
         if _CUDA_HEADER.match(header):
@@ -720,7 +723,7 @@ class Classifier:
             "missing-header",
             header,
             f"'{header}' was found nowhere on the include path, and no known package provides it",
-            "install the package that provides it, or add its directory with -I",
+            "install the package that provides it, or add its directory with -I DIR (tools port -I DIR)",
             root,
         )
 

@@ -68,8 +68,26 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--project", type=Path, default=PROJECT, metavar="DIR", help="the monarch-runtime checkout")
     ap.add_argument("--mappings", type=Path, metavar="FILE", help="hipify mapping overrides (TSV or JSON)")
     ap.add_argument("-o", "--output", type=Path, metavar="DIR", help="keep the hipified files and objects here")
+    ap.add_argument(
+        "-I",
+        "--include-dir",
+        dest="include_dirs",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a directory of headers the sources include (repeatable; as the compiler's -I): they are hipified with "
+        "the sources and passed to both compiles",
+    )
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel compiles (default 2)")
     ap.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="colour output (default: on a terminal)")
+    ap.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print everything: every finding (also non-blocking ones and those in files no unit includes), every "
+        "compiler message and the diff",
+    )
 
 
 def project_hip_version(project: Path, environ: Mapping[str, str]) -> tuple[int, int] | None:
@@ -89,6 +107,38 @@ def project_hip_version(project: Path, environ: Mapping[str, str]) -> tuple[int,
         raise ToolError(str(err)) from None
 
 
+def user_include_dirs(given: Sequence[Path]) -> list[Path]:
+    """The ``-I`` directories, checked: each must be a readable directory, and not a CUDA toolkit's own include
+    directory (the port finds the toolkits itself; its headers are not the project's to hipify)."""
+    out: list[Path] = []
+    for directory in given:
+        path = Path(os.path.abspath(directory))
+        why = ""
+        if not path.exists():
+            why = "does not exist"
+        elif not path.is_dir():
+            why = "is a file, not a directory"
+        else:
+            try:
+                next(os.scandir(path), None)
+            except OSError as err:
+                why = f"cannot be read ({err.strerror or err})"
+        if why:
+            raise ToolError(
+                f"-I {directory}: {path} {why}. -I names a directory of headers that the sources include, as the "
+                "compiler's -I does (the directory holding the header, or the one an include's path starts from: "
+                "-I include for #include <mylib/x.h> in include/mylib/x.h); check the path, relative to the current "
+                "directory."
+            )
+        if (path / "cuda_runtime.h").is_file() or (path / "cuda_runtime_api.h").is_file():
+            raise ToolError(
+                f"-I {directory}: {path} is a CUDA toolkit's include directory. The port finds the toolkits itself "
+                "(CUDA_HOME, ROCM_HOME) and never hipifies their headers; give -I only for the project's own headers."
+            )
+        out.append(path)
+    return list(dict.fromkeys(out))
+
+
 def request_from_args(args: argparse.Namespace, files: Sequence[Path], environ: Mapping[str, str]) -> PortRequest:
     if args.jobs < 1:
         raise ToolError("--jobs must be at least 1")
@@ -96,6 +146,7 @@ def request_from_args(args: argparse.Namespace, files: Sequence[Path], environ: 
     csrc = project / "csrc"
     if not csrc.is_dir():
         raise ToolError(f"{project} has no csrc/ directory; run from a monarch-runtime checkout or pass --project")
+    include_dirs = [*user_include_dirs(args.include_dirs), csrc]
     version = parse_hip_version(args.hip_version) if args.hip_version else project_hip_version(project, environ)
     sides: list[Side] = [
         find_side(
@@ -107,7 +158,7 @@ def request_from_args(args: argparse.Namespace, files: Sequence[Path], environ: 
     ]
     return PortRequest(
         files=list(files),
-        include_dirs=[csrc],
+        include_dirs=list(dict.fromkeys(include_dirs)),
         sides=sides,
         hip_version=version,
         environ=dict(environ),
@@ -142,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--name", help="with --add: the kernel's name (default: the file's stem)")
     ap.add_argument("--entry", help='with --add: the entry point (default: the one extern "C" entry it defines)')
-    ap.add_argument("--no-diff", action="store_true", help="do not print the diff (the report still has it)")
+    ap.add_argument("--diff", action="store_true", help="also print the CUDA -> HIP diff (the report has it)")
+    ap.add_argument("--no-diff", action="store_true", help="never print the diff, also with --verbose")
     return ap
 
 
@@ -160,11 +212,13 @@ def main(argv: list[str]) -> int:
     if args.add and len(kernels) != 1:
         raise ToolError(f"--add registers one kernel: give exactly one .cu file (got {len(kernels)})")
     request = request_from_args(args, args.files, environ)
-    csrc = Path(request.include_dirs[0])
+    csrc = Path(os.path.abspath(args.project)) / "csrc"
+    extra = [d for d in request.include_dirs if d != csrc]  # the user's -I directories
     if args.add:  # conflicts (name, entry point, file to overwrite) are reported before the slow part
-        manifest.register(kernels[0], csrc, name=args.name, entry=args.entry, dry_run=True)
+        manifest.register(kernels[0], csrc, name=args.name, entry=args.entry, dry_run=True, include_dirs=extra)
     result, style = execute(request, out=sys.stdout, err=sys.stderr, colour_choice=args.color, environ=environ)
-    lines = format_result(result, style, command="port", strict=args.strict, diff=not args.no_diff)
+    show_diff = (args.diff or args.verbose) and not args.no_diff
+    lines = format_result(result, style, command="port", strict=args.strict, diff=show_diff, verbose=args.verbose)
     print("\n".join(lines))
     if args.report is not None:
         title = "port: " + ", ".join(f.name for f in args.files)
@@ -175,6 +229,6 @@ def main(argv: list[str]) -> int:
             print("add: not registered, because the port fails (fix the problems above first)", file=sys.stderr)
         return 1
     if args.add:
-        reg = manifest.register(kernels[0], csrc, name=args.name, entry=args.entry)
+        reg = manifest.register(kernels[0], csrc, name=args.name, entry=args.entry, include_dirs=extra)
         print("\n".join(manifest.describe(reg, csrc)))
     return 0

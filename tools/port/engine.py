@@ -15,14 +15,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
-from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree
+from tools.hipify import Finding, HipifyOptions, HipifyResult, hipify_tree, included_closure, output_relpath
 from tools.port.classify import CLASSES, Cause, Classifier, Project
 from tools.port.linemap import LineMap
 from tools.port.sources import COMPILE_SUFFIXES, Staged, resolve_includes, stage
-from tools.port.toolkits import SIDE_LABEL, SIDES, Side, compile_command, compile_env
+from tools.port.toolkits import (
+    SIDE_LABEL,
+    SIDES,
+    Side,
+    compile_command,
+    compile_env,
+    deps_command,
+    read_depfile,
+)
 
 #: progress(done, total, what): called as the run advances (the terminal view draws it)
 Progress = Callable[[int, int, str], None]
@@ -82,6 +90,7 @@ class UnitResult:
     seconds: float
     raw_output: str = ""  # the messages as the compiler printed them (paths of the files it read)
     cause: Cause | None = None  # why it failed (ROCm side; tools/port/classify.py)
+    reads: list[Path] | None = None  # the project files the compile read (CUDA sources); None: not known
 
     @property
     def ok(self) -> bool:
@@ -129,7 +138,7 @@ class FileDiff:
 @dataclass(frozen=True)
 class PortRequest:
     files: Sequence[Path]  # the sources to port (all of csrc/ for `check`)
-    include_dirs: Sequence[Path]  # the project's include directories (csrc/)
+    include_dirs: Sequence[Path]  # -I directories, in order: the user's (-I DIR), then the project's csrc/
     sides: Sequence[Side]
     hip_version: tuple[int, int] | None = None  # None: the ROCm side's version, else what hipify detects
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -149,6 +158,7 @@ class PortResult:
     diffs: list[FileDiff]
     outputs: dict[Path, Path]  # CUDA source -> hipified output
     seconds: float = 0.0
+    includes: dict[Path, list[Path]] = field(default_factory=dict)  # CUDA source -> the project files it includes
 
     @property
     def hip_version(self) -> tuple[int, int] | None:
@@ -157,6 +167,24 @@ class PortResult:
     @property
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if f.blocking]
+
+    @property
+    def included(self) -> set[Path]:
+        """The files the translation units read: each unit and the project headers it includes, as its compiles
+        read them (their dependency files: only the branches the build compiles), else as hipify resolved its
+        includes (every #include line, transitively); the given files when none of them is a unit."""
+        if not self.units:
+            return included_closure(self.includes, [Path(os.path.abspath(f)) for f in self.request.files])
+        out: set[Path] = set()
+        for unit in self.units:
+            reads = [u.reads for side in self.sides.values() for u in side.units if u.source == unit]
+            known = [r for r in reads if r is not None]
+            if known:
+                out.add(unit)
+                out.update(f for r in known for f in r)
+            else:
+                out |= included_closure(self.includes, [unit])
+        return out
 
     def problems(self, strict: bool) -> list[str]:
         """Why the port fails (empty: it passes). Skipped sides count only under ``strict``."""
@@ -206,6 +234,9 @@ class OutputMapper:
 
     def __init__(self, outputs: Mapping[Path, Path], staged: Staged) -> None:
         self._maps: dict[str, tuple[Path, LineMap]] = {}
+        # a file a compile read -> the project's CUDA source it is (a hipified output or an original)
+        self._sources = {Path(out): staged.original(src) for src, out in outputs.items()}
+        self._sources.update({orig: orig for orig in staged.staged_of})
         for staged_src, out in outputs.items():
             original = staged.original(staged_src)
             try:
@@ -216,6 +247,10 @@ class OutputMapper:
         self._lines: dict[Path, list[str]] = {}
         alts = "|".join(re.escape(p) for p in sorted(self._maps, key=len, reverse=True))
         self._pattern = re.compile(rf"(?P<path>{alts})(?::(?P<line>\d+)(?::(?P<col>\d+))?)?") if alts else None
+
+    def source_of(self, path: Path) -> Path | None:
+        """The project's CUDA source a file a compiler read is (or was hipified from); None: not a project file."""
+        return self._sources.get(path)
 
     def text(self, output: str) -> str:
         if self._pattern is None:
@@ -273,7 +308,9 @@ def _compile(
     mapper: OutputMapper,
 ) -> UnitResult:
     obj.parent.mkdir(parents=True, exist_ok=True)
-    cmd = compile_command(side, compiled, obj, include_dirs)
+    depfile = obj.with_name(obj.name + ".d")
+    depfile.unlink(missing_ok=True)
+    cmd = compile_command(side, compiled, obj, include_dirs, depfile=depfile)
     started = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -292,7 +329,24 @@ def _compile(
         rc, output = 127, f"{cmd[0]}: cannot run: {err.strerror or err}\n"
     mapped = mapper.text(output) if side.name == "rocm" else output
     took = time.perf_counter() - started
-    return UnitResult(source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), took, raw_output=output)
+    read = read_depfile(depfile, Path.cwd())
+    if read is None and rc != 0 and side.name == "rocm":  # (nvcc writes it also when the compile fails)
+        try:
+            subprocess.run(
+                deps_command(side, compiled, include_dirs, depfile),
+                capture_output=True,
+                env=compile_env(side, environ, tool_tmp),
+                timeout=COMPILE_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # (then the includes hipify resolved count)
+        read = read_depfile(depfile, Path.cwd())
+    # (the ROCm side reads the hipified files: the CUDA sources they came from; only the project's files count)
+    reads = None if read is None else [f for f in (mapper.source_of(r) for r in read) if f is not None]
+    return UnitResult(
+        source, compiled, cmd, rc, mapped, mapper.diagnostics(mapped, rc), took, raw_output=output, reads=reads
+    )
 
 
 def explain_failures(
@@ -358,6 +412,18 @@ def _diff(original: Path, staged_src: Path, output: Path, out_root: Path) -> Fil
     return FileDiff(original, output, text)
 
 
+def hipified_dir(directory: Path, staged: Staged, out_root: Path) -> Path | None:
+    """Where hipify's tree pass put ``directory`` (an original directory) under ``out_root``: every source root is
+    mirrored into it, directories renamed by hipify's naming rules (output_relpath)."""
+    place = staged.within_root(directory)
+    if place is None:
+        return None
+    _root, rel = place
+    if rel == PurePosixPath("."):
+        return out_root
+    return out_root / output_relpath(rel / "x", changed=False).parent
+
+
 def run_port(request: PortRequest, progress: Progress | None = None) -> PortResult:
     """Port ``request.files``: see the module docstring. Raises ToolError for a user's mistake."""
     started = time.perf_counter()
@@ -418,6 +484,9 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
     outputs = {staged.original(s): o for s, o in result.outputs.items()}
     diffs = [_diff(staged.original(s), s, o, out_root) for s, o in sorted(result.outputs.items())]
     mapper = OutputMapper(result.outputs, staged)
+    # The -I directories as the ROCm side sees them: where hipify put each (a directory's name changes as its
+    # files' do: cuda -> hip); one no staged file came from has no translation, and none is needed.
+    hipified_dirs = [d for d in dict.fromkeys(hipified_dir(d, staged, out_root) for d in include_dirs) if d is not None]
 
     jobs: list[tuple[Side, Path, Path, Path, list[Path]]] = []
     for side in active:
@@ -429,7 +498,7 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
                 out = outputs.get(unit)
                 if out is None:  # hipify could not read it: reported as a blocking finding
                     continue
-                jobs.append((side, unit, out, obj, [out.parent, out_root]))
+                jobs.append((side, unit, out, obj, [out.parent, *hipified_dirs, out_root]))
     side_results = {name: SideResult(s) for name, s in sides.items()}
     if jobs:
         labels = " and ".join(dict.fromkeys(SIDE_LABEL[j[0].name] for j in jobs))
@@ -471,4 +540,5 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
         diffs=diffs,
         outputs=outputs,
         seconds=time.perf_counter() - started,
+        includes={staged.original(k): [staged.original(t) for t in v] for k, v in result.includes.items()},
     )

@@ -13,7 +13,7 @@ import fcntl
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,20 +131,30 @@ def _locked(csrc: Path) -> Iterator[None]:
 
 
 def register(
-    source: Path, csrc: Path, *, name: str | None = None, entry: str | None = None, dry_run: bool = False
+    source: Path,
+    csrc: Path,
+    *,
+    name: str | None = None,
+    entry: str | None = None,
+    dry_run: bool = False,
+    include_dirs: Sequence[Path] = (),
 ) -> Registration:
-    """Register ``source`` (see the module docstring). Raises ToolError, having written nothing, on a conflict."""
+    """Register ``source`` (see the module docstring). Raises ToolError, having written nothing, on a conflict.
+    ``include_dirs``: the port's -I directories; a header reached through one, outside the kernel's directory and
+    csrc/, is a conflict (the wheel's build does not see it)."""
     source = Path(os.path.abspath(source))
     csrc = Path(os.path.abspath(csrc))
     if not csrc.is_dir():
         raise ToolError(f"{csrc} is not a directory: --add needs the project's csrc/ (see --project)")
     if dry_run:
-        return _register(source, csrc, name, entry, dry_run=True)
+        return _register(source, csrc, name, entry, dry_run=True, include_dirs=include_dirs)
     with _locked(csrc):
-        return _register(source, csrc, name, entry, dry_run=False)
+        return _register(source, csrc, name, entry, dry_run=False, include_dirs=include_dirs)
 
 
-def _register(source: Path, csrc: Path, name: str | None, entry: str | None, *, dry_run: bool) -> Registration:
+def _register(
+    source: Path, csrc: Path, name: str | None, entry: str | None, *, dry_run: bool, include_dirs: Sequence[Path] = ()
+) -> Registration:
     try:
         text = source.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -161,13 +171,14 @@ def _register(source: Path, csrc: Path, name: str | None, entry: str | None, *, 
     else:
         home = source.parent
         target_dir = csrc / KERNELS_DIR
-        for path in resolve_includes([source], [csrc]):
+        for path in resolve_includes([source], [*include_dirs, csrc]):
             if _within(path, csrc):
                 continue
             if not _within(path, home):
                 raise ToolError(
-                    f"{source.name} includes {path}, outside its directory and outside csrc/; "
-                    "move the header next to the kernel or into csrc/"
+                    f"{source.name} includes {path}, outside its directory and outside csrc/ (the wheel's build "
+                    "compiles csrc/ with csrc/ as its only include directory); move the header next to the kernel "
+                    "or into csrc/"
                 )
             copies.append((path, target_dir / path.relative_to(home)))
         rel_source = (target_dir / source.name).relative_to(csrc).as_posix()

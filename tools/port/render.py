@@ -128,7 +128,13 @@ def _status_word(side: SideResult, style: Style) -> str:
     return style(word, colour, "bold")
 
 
-def format_side(side: SideResult, style: Style) -> list[str]:
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def format_side(side: SideResult, style: Style, *, verbose: bool = True) -> list[str]:
+    """One line per unit; under a failed one its cause and its compiler messages: all of them when ``verbose``
+    (up to MAX_DIAGNOSTICS), else the first error, with the count of the rest."""
     label = side.label.ljust(4)
     if side.status == "skipped":
         return [f"  {label}  {_status_word(side, style)}: {side.side.skipped}"]
@@ -136,16 +142,29 @@ def format_side(side: SideResult, style: Style) -> list[str]:
     lines: list[str] = []
     for unit in side.units:
         word = style("ok", "green", "bold") if unit.ok else style("FAILED", "red", "bold")
-        lines.append(f"  {label}  {word}  {shown(unit.source)} ({archs})  {unit.seconds:.1f} s")
+        errors = unit.errors
+        warnings = len(unit.diagnostics) - len(errors)
+        counts = [_count(len(errors), "error")] if errors else []
+        counts += [_count(warnings, "warning")] if warnings else []
+        tail = f": {', '.join(counts)}" if counts and not verbose else ""
+        lines.append(f"  {label}  {word}  {shown(unit.source)} ({archs})  {unit.seconds:.1f} s{tail}")
         if unit.cause is not None:
             cause = unit.cause
             lines.append(f"    {style('cause:', 'bold')} [{cause.cls}] {cause.label}: {cause.reason}")
             lines.append(f"    {style('fix:', 'cyan')} {cause.suggestion}")
-        shown_diags = unit.diagnostics[:MAX_DIAGNOSTICS]
+        if verbose:
+            shown_diags = unit.diagnostics[:MAX_DIAGNOSTICS]
+        else:
+            shown_diags = errors[:1]
         for d in shown_diags:
             lines += format_diagnostic(d, style)
-        if len(unit.diagnostics) > len(shown_diags):
-            lines.append(f"    ... {len(unit.diagnostics) - len(shown_diags)} more (see --report)")
+        rest = len(unit.diagnostics) - len(shown_diags)
+        if rest > 0 and verbose:
+            lines.append(f"    ... {rest} more (see --report)")
+        elif rest > 0 and not unit.ok:  # (an ok unit's warnings are counted on its line)
+            left = [_count(len(errors) - len(shown_diags), "error")] if len(errors) > len(shown_diags) else []
+            left += [_count(warnings, "warning")] if warnings else []
+            lines.append(f"    ... {' and '.join(left)} more (--verbose or --report shows them)")
     if not side.units:
         lines.append(f"  {label}  {_status_word(side, style)}")
     return lines
@@ -171,7 +190,52 @@ def _version(v: tuple[int, int] | None) -> str:
     return f"{v[0]}.{v[1]}" if v else "newest (no ROCm found)"
 
 
-def format_result(result: PortResult, style: Style, *, command: str, strict: bool, diff: bool) -> list[str]:
+def _per_file(findings: list[Finding], limit: int = 4) -> str:
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[shown(f.file)] = counts.get(shown(f.file), 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{name} {n}" for name, n in ranked[:limit])
+    return text + (f", {len(ranked) - limit} more files" if len(ranked) > limit else "")
+
+
+def format_findings(result: PortResult, style: Style, *, verbose: bool, cache: dict[Path, list[str]]) -> list[str]:
+    """Every finding when ``verbose``; else the blocking findings in the files the units include (a compile
+    failure's is shown with its unit), and counts of the rest."""
+    lines = [style(f"findings: {len(result.findings)} ({len(result.blocking)} blocking)", "bold")]
+    if verbose:
+        for f in result.findings:
+            lines += format_finding(f, style, cache)
+        return lines
+    included = result.included
+    shown_here = [f for f in result.blocking if f.file in included and f.kind != "compile"]
+    elsewhere = [f for f in result.blocking if f.file not in included]
+    compile_causes = [f for f in result.blocking if f.file in included and f.kind == "compile"]
+    others = [f for f in result.findings if not f.blocking]
+    if result.blocking:
+        what = "unit includes" if len(result.units) == 1 else "units include"
+        lines.append(f"  blocking, in the files the {what}: {len(shown_here)}")
+        if compile_causes:
+            lines[-1] += f" (and {_count(len(compile_causes), 'compile failure')}, above)"
+        if elsewhere:
+            where = _per_file(elsewhere)
+            lines.append(f"  blocking, in files no unit includes: {len(elsewhere)} ({where}; --verbose lists them)")
+    if others:
+        kinds: dict[str, int] = {}
+        for f in others:
+            kinds[f.kind] = kinds.get(f.kind, 0) + 1
+        listed = ", ".join(f"{k} {n}" for k, n in kinds.items())
+        lines.append(f"  not blocking: {len(others)} ({listed}; --verbose lists them)")
+    for f in shown_here:
+        lines += format_finding(f, style, cache)
+    return lines
+
+
+def format_result(
+    result: PortResult, style: Style, *, command: str, strict: bool, diff: bool, verbose: bool = True
+) -> list[str]:
+    """The terminal view: the summary (files, target, each side, each unit's compile with its first error), the
+    findings (see format_findings), the diff when ``diff``, the verdict. ``verbose``: everything."""
     cache: dict[Path, list[str]] = {}
     given = len(result.units)
     headers = len(result.sources) - given
@@ -183,15 +247,15 @@ def format_result(result: PortResult, style: Style, *, command: str, strict: boo
     ]
     for side in result.sides.values():
         lines.append(f"  {side.side.describe() if side.status != 'skipped' else side.label + ': skipped'}")
-    lines.append("")
-    blocking = len(result.blocking)
-    lines.append(style(f"findings: {len(result.findings)} ({blocking} blocking)", "bold"))
-    for f in result.findings:
-        lines += format_finding(f, style, cache)
+        libraries = side.side.libraries_line() if side.status != "skipped" else ""
+        if libraries:
+            lines.append(f"    {libraries}")
     lines.append("")
     lines.append(style("compile", "bold"))
     for side in result.sides.values():
-        lines += format_side(side, style)
+        lines += format_side(side, style, verbose=verbose)
+    lines.append("")
+    lines += format_findings(result, style, verbose=verbose, cache=cache)
     if diff:
         changed = [d for d in result.diffs if d.text]
         lines.append("")

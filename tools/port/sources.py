@@ -14,13 +14,14 @@ import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools.errors import ToolError
+from tools.hipify.tree import is_system_header
 
 #: what the build compiles (build_backend/hipify_stage.py); everything else is a header or data
 COMPILE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".hip")
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\r\n]+)"', re.M)
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\r\n]+)[>"]', re.M)
 _SKIP_DIRS = frozenset({"__pycache__", "build", "target"})
 
 
@@ -32,15 +33,16 @@ def _within(child: Path, parent: Path) -> bool:
     return child == parent or parent in child.parents
 
 
-def quoted_includes(data: bytes) -> list[str]:
-    """The ``#include "..."`` spellings of a file (angled includes are system headers)."""
-    return [m.group(1).decode("latin-1") for m in _INCLUDE.finditer(data)]
+def includes_of(data: bytes) -> list[tuple[str, bool]]:
+    """Every ``#include`` of a file: (spelling, whether it is ``<angled>``), in order."""
+    return [(m.group(2).decode("latin-1"), m.group(1) == b"<") for m in _INCLUDE.finditer(data)]
 
 
 def resolve_includes(files: Sequence[Path], include_dirs: Sequence[Path]) -> list[Path]:
-    """``files`` plus every project header they include, transitively: a quoted include is looked up
-    next to its includer, then in ``include_dirs`` (the project's, as the build passes with -I).
-    Includes found nowhere (system or toolkit headers) are left to the compiler."""
+    """``files`` plus every project header they include, transitively, looked up as the compiler does with
+    ``include_dirs`` given with -I (the user's, then the project's csrc/): a quoted include next to its includer,
+    then in ``include_dirs``; an angled one in ``include_dirs`` only, unless it names a C/C++/POSIX system
+    header. Includes found nowhere (system or toolkit headers) are left to the compiler."""
     seen: dict[Path, None] = {}
     todo = [_abs(f) for f in files]
     while todo:
@@ -52,8 +54,10 @@ def resolve_includes(files: Sequence[Path], include_dirs: Sequence[Path]) -> lis
             data = path.read_bytes()
         except OSError:
             continue
-        for spelling in quoted_includes(data):
-            for base in (path.parent, *include_dirs):
+        for spelling, angled in includes_of(data):
+            if angled and is_system_header(spelling):
+                continue
+            for base in (*([] if angled else [path.parent]), *include_dirs):
                 candidate = _abs(base / spelling)
                 if candidate.is_file():
                     todo.append(candidate)
@@ -86,9 +90,19 @@ class Staged:
     roots: list[Path]  # staged root directories, passed to hipify_tree
     origin: dict[Path, Path] = field(default_factory=dict)
     staged_of: dict[Path, Path] = field(default_factory=dict)  # original -> staged
+    root_of: dict[Path, Path] = field(default_factory=dict)  # original source root -> its staged directory
 
     def original(self, staged: Path) -> Path:
         return self.origin.get(_abs(staged), staged)
+
+    def within_root(self, directory: Path) -> tuple[Path, PurePosixPath] | None:
+        """(the staged root, the path inside it) of an original directory under a source root; None when no
+        staged file came from a root holding it."""
+        directory = _abs(directory)
+        for original, staged_root in self.root_of.items():
+            if _within(directory, original):
+                return staged_root, PurePosixPath(directory.relative_to(original).as_posix())
+        return None
 
 
 def stage(files: Sequence[Path], include_dirs: Sequence[Path], stage_dir: Path) -> Staged:
@@ -112,4 +126,5 @@ def stage(files: Sequence[Path], include_dirs: Sequence[Path], stage_dir: Path) 
         staged.origin[target] = path
         staged.staged_of[path] = target
     staged.roots = list(used.values())
+    staged.root_of = dict(used)
     return staged

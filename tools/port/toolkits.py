@@ -8,6 +8,7 @@ ROCM_HOME/ROCM_PATH (then /opt/rocm), RCCL_HOME, HIP_CLANG_PATH.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,22 @@ class Side:
         version = f" {tc.version_text}" if tc.version_text else ""
         return f"{self.label}{version} ({what} {tc.compiler}; archs {', '.join(display_archs(self))})"
 
+    def libraries_line(self) -> str:
+        """The ROCm libraries detection found (hipCUB, hipBLAS, ...) with their include directories, and RCCL's."""
+        tc = self.toolchain
+        if tc is None or self.name != "rocm":
+            return ""
+        by_dir: dict[Path, list[str]] = {}
+        for name, include in tc.libraries:
+            by_dir.setdefault(include, []).append(name)
+        if tc.collective_include is not None:
+            by_dir.setdefault(tc.collective_include, []).append("RCCL")
+        if not tc.libraries:
+            where = tc.root / "include" if tc.root is not None else "the ROCm root"
+            rccl = f"; RCCL ({tc.collective_include})" if tc.collective_include is not None else ""
+            return f"libraries: none of hipCUB, rocThrust, hipBLAS, ... in {where}{rccl}"
+        return "libraries: " + "; ".join(f"{', '.join(names)} ({d})" for d, names in by_dir.items())
+
 
 def display_archs(side: Side) -> list[str]:
     return [f"sm_{a}" if side.name == "cuda" else a for a in side.archs]
@@ -66,12 +83,22 @@ def find_side(
     return Side(name, tc)
 
 
-def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[Path]) -> list[str]:
-    """The command that compiles one translation unit as the build does (CMake's flags, without CMake)."""
+def compile_command(
+    side: Side, source: Path, obj: Path, include_dirs: Sequence[Path], *, depfile: Path | None = None
+) -> list[str]:
+    """The command that compiles one translation unit as the build does (CMake's flags, without CMake); with
+    ``depfile``, it also writes the files it read there (``-MD -MF``, as Ninja's builds do: nvcc and HIP-Clang)."""
     tc = side.toolchain
     assert tc is not None and tc.compiler is not None
     includes = [f"-I{d}" for d in (*include_dirs, *([tc.collective_include] if tc.collective_include else []))]
+    # The ROCm libraries' headers where detection found them; <root>/include is searched already (HIP-Clang adds
+    # it for --rocm-path, and /usr/include is the system's: passing it again would break #include_next).
+    if side.name == "rocm" and tc.root is not None:
+        searched = {tc.root / "include", Path("/usr/include"), Path("/usr/local/include")}
+        extra = dict.fromkeys(d for _name, d in tc.libraries if d not in searched)
+        includes += [f"-isystem{d}" for d in extra]
     define = f'-D{COLLECTIVE_SONAME_MACRO}="{tc.collective_soname}"'
+    deps = ["-MD", "-MF", os.fspath(depfile)] if depfile is not None else []
     if side.name == "cuda":
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in tc.archs]
         # nvcc's host compiler as detection chose it (buildcore/toolchain/host.py), as the build passes it.
@@ -88,6 +115,7 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
             *gencode,
             *includes,
             define,
+            *deps,
             "-c",
             os.fspath(source),
             "-o",
@@ -112,11 +140,35 @@ def compile_command(side: Side, source: Path, obj: Path, include_dirs: Sequence[
         "-fPIC",
         *includes,
         define,
+        *deps,
         "-c",
         os.fspath(source),
         "-o",
         os.fspath(obj),
     ]
+
+
+def deps_command(side: Side, source: Path, include_dirs: Sequence[Path], depfile: Path) -> list[str]:
+    """A preprocessing-only run that lists what ``source`` includes in ``depfile`` (``-M -MG``: a missing header is
+    listed, not fatal), with the compile's flags: for a ROCm unit whose compile failed (HIP-Clang then writes no
+    dependency file: the host pass, which writes it, never runs). The host pass's view of the includes."""
+    cmd = compile_command(side, source, Path(os.devnull), include_dirs)
+    at = cmd.index("-c")
+    return [*cmd[:at], "--cuda-host-only", "-M", "-MG", "-MF", os.fspath(depfile), os.fspath(source)]
+
+
+def read_depfile(path: Path, cwd: Path) -> list[Path] | None:
+    """The files a compile's ``-MD`` dependency file lists (make syntax; relative paths are the compiler's, from
+    ``cwd``), normalised; None when there is none (a compiler writes none when it stops at a missing header)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    _target, colon, deps = text.replace("\\\n", " ").partition(": ")
+    if not colon:
+        return None
+    found = [t.replace("\\ ", " ") for t in re.findall(r"(?:\\ |\S)+", deps)]
+    return [Path(os.path.normpath(cwd / f)) for f in found]
 
 
 def compile_env(side: Side, environ: Mapping[str, str], tmpdir: Path) -> dict[str, str]:
