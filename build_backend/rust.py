@@ -22,6 +22,8 @@ EXTENSION_NAME = "_native"
 # directory is called inside binaries.
 OUT_DIRS = "cargo-out-dirs"
 OUT_DIRS_PREFIX = "/monarch-runtime/out-dirs"
+# pyo3's cross-compiling variables (PYO3_CROSS, PYO3_CROSS_LIB_DIR, PYO3_CROSS_PYTHON_VERSION, ...).
+PYO3_CROSS = "PYO3_CROSS"
 
 
 def _maturin(environ: Mapping[str, str]) -> list[str]:
@@ -67,12 +69,15 @@ def build_extension(
     )
     encoded_rustflags = "\x1f".join([*user_flags, *common_maps])
     launcher = toolchain.launchers.rustc
+    # Cross-compiling (CARGO_BUILD_TARGET), or under pyo3's PYO3_CROSS* variables, pyo3's build script writes
+    # into pyo3-build-config's OUT_DIR: that stays the build's own, not a copy every build shares.
+    pyo3_writes = bool(environ.get("CARGO_BUILD_TARGET")) or any(k.startswith(PYO3_CROSS) for k in environ)
     wrapper = rustc_wrapper.write(
         layout.build,
         checkout=layout.source,
         registry=cargo_home,
         checkout_flags=checkout_maps,
-        out_dirs=out_dirs,
+        out_dirs=None if pyo3_writes else out_dirs,
         launcher=launcher.program if launcher else None,
     )
     # The target directory is maturin's --target-dir, not CARGO_TARGET_DIR: sccache hashes every CARGO_

@@ -12,7 +12,11 @@ build-script output directory they compile against (OUT_DIR, under the build dir
 a per-user directory named by its contents (``<out dirs>/<package>-<sha256>``, made once, never changed): a
 crate that reads OUT_DIR (``env!("OUT_DIR")``: pyo3-build-config, target-lexicon) has its value in sccache's
 key, and pyo3-build-config compiles it into its code, whence into pyo3-macros and so into the key of pyo3.
-Where the copy cannot be made the crate keeps its OUT_DIR (a cache miss, nothing worse).
+Where the copy cannot be made the crate keeps its OUT_DIR (a cache miss, nothing worse). A build script that
+writes into another crate's OUT_DIR after that crate's compile would write into the shared copy: pyo3's does,
+into pyo3-build-config's (the path compiled into it), when cross-compiling or under its PYO3_CROSS* variables;
+rust.py then moves nothing (``out_dirs`` None). A copy so changed no longer equals any OUT_DIR and is never
+taken again.
 
 Which crate is which: by CARGO_MANIFEST_DIR, which cargo sets for every crate it compiles (build scripts too);
 under CARGO_HOME first (which may be inside the checkout), then under the source tree. cargo's probes

@@ -230,6 +230,34 @@ def test_cargo_gets_the_wrapper_and_no_build_path(tmp_path: Path, monkeypatch: p
     assert args[args.index("--target-dir") + 1] == str(layout.build / "cargo")
 
 
+def test_no_shared_out_dir_where_pyo3_writes_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo: Path
+) -> None:
+    """Cross-compiling, or under pyo3's PYO3_CROSS* variables, pyo3's build script writes into the OUT_DIR of
+    pyo3-build-config: the registry crates keep their own OUT_DIR then; otherwise it moves to a copy."""
+    cargo_home = tmp_path / "cargo-home"
+    registry_crate = str(cargo_home / "registry" / "src" / "pyo3-build-config-0.26.0")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / "pyo3-build-config.txt").write_text("implementation=CPython\n")
+    store = tmp_path / "cache" / "monarch-runtime" / rust.OUT_DIRS
+    for extra in (
+        {"PYO3_CROSS_PYTHON_VERSION": "3.9"},
+        {"PYO3_CROSS": "1"},
+        {"CARGO_BUILD_TARGET": "aarch64-unknown-linux-gnu"},
+        {},
+    ):
+        layout = make_layout(ROOT, tmp_path / "build", "cpu")
+        environ = {"PATH": os.environ["PATH"], "CARGO_HOME": str(cargo_home), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        _, env = cargo_setup(monkeypatch, layout, {**environ, **extra})
+        seen = Path(run_wrapper(Path(env["RUSTC_WRAPPER"]), registry_crate, os.fspath(echo), OUT_DIR=str(out_dir))[0])
+        if extra:
+            assert seen == out_dir, extra
+            assert not store.exists(), extra
+        else:
+            assert seen.parent == store and (seen / "pyo3-build-config.txt").is_file()
+
+
 # --- cargo through the wrapper, from two checkouts ---------------------------------------------------------
 
 
