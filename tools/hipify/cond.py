@@ -52,7 +52,7 @@ def _one(  # noqa: PLR0917
     if kind in ("define", "undef"):  # (its first line is all that is needed)
         m = re.compile(_NAME_BYTES).match(data, arg)
         return (kind, line, line, arg, m.group().decode("latin-1") if m else "")
-    end = _logical_end(data, arg)
+    end = logical_end(data, arg)
     last_line = line + data.count(b"\n", arg, end)
     raw = data[arg:end]
     if b"/" in raw or b'"' in raw or b"'" in raw:
@@ -101,7 +101,7 @@ def _scan(data: bytes, spans: Sequence[tuple[int, int]], known: Found | None = N
         line += count(b"\n", last, at)
         last = at
         one = _one(data, spans, starts, m.group(1).decode(), line, m.end())
-        skip_to = _logical_end(data, m.end())
+        skip_to = logical_end(data, m.end())
         out.append(one)
     return out
 
@@ -127,7 +127,9 @@ def conditions(data: bytes, spans: Sequence[tuple[int, int]] = ()) -> list[tuple
     return [(line, at, raw) for kind, line, _last, at, raw in _scan(data, spans) if kind in ("if", "elif")]
 
 
-def _logical_end(data: bytes, i: int) -> int:
+def logical_end(data: bytes, i: int) -> int:
+    """The end (the newline's offset, or len) of the line at ``i``, continued lines (backslash-newline, also
+    before CRLF) included."""
     n = len(data)
     while True:
         end = data.find(b"\n", i)

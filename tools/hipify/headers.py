@@ -13,13 +13,17 @@ rule when the target has none.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from tools.errors import ToolError
 from tools.hipify import simd
 from tools.hipify.mapping import Version, format_version
 from tools.hipify.targets import load_target
+
+_Row = TypeVar("_Row")
 
 TABLE = Path(__file__).resolve().parent / "data" / "cuda_only_headers.tsv"
 _COLUMNS = ("header", "instead", "source", "compat")
@@ -93,9 +97,9 @@ def table(path: Path = TABLE) -> dict[str, CudaOnlyHeader]:
     return out
 
 
-def table_row(spelling: str) -> CudaOnlyHeader | None:
-    """The table's row for ``spelling``: the exact path, else the longest ``dir/`` prefix that holds it."""
-    rows = table()
+def by_path(rows: Mapping[str, _Row], spelling: str) -> _Row | None:
+    """The row of a header table (keys: header paths, and ``dir/`` rows for whole directories) for ``spelling``:
+    the exact path, else the longest ``dir/`` prefix that holds it."""
     hit = rows.get(spelling)
     if hit is not None:
         return hit
@@ -105,6 +109,11 @@ def table_row(spelling: str) -> CudaOnlyHeader | None:
         if hit is not None:
             return hit
     return None
+
+
+def table_row(spelling: str) -> CudaOnlyHeader | None:
+    """The CUDA-only header table's row for ``spelling`` (``by_path``)."""
+    return by_path(table(), spelling)
 
 
 @lru_cache(maxsize=64)

@@ -253,18 +253,6 @@ _DIRECTIVE = rb"[ \t]*#[ \t]*(\w*)[ \t]*(\S*)"
 _GUARD_IF = rb"[ \t]*#[ \t]*if[ \t]*![ \t]*defined[ \t]*\(?[ \t]*(\w+)"
 
 
-def _logical_end(data: bytes, i: int) -> int:
-    """The end (the newline's offset, or len) of the line at ``i``, continued lines (backslash-newline) included."""
-    n = len(data)
-    while True:
-        end = data.find(b"\n", i)
-        if end < 0:
-            return n
-        if not data[i:end].rstrip(b"\r").endswith(b"\\"):
-            return end
-        i = end + 1
-
-
 def insertion_point(data: bytes) -> int:
     """Where the added lines go (see the module doc): the start of a line."""
     i = 3 if data.startswith(b"\xef\xbb\xbf") else 0
@@ -273,7 +261,7 @@ def insertion_point(data: bytes) -> int:
     guard_at = -1  # where that #ifndef is: the place to insert when it is not a guard after all
     directives = 0  # directives seen, #pragma once aside (an include guard is the first two)
     while i < n:
-        line_end = _logical_end(data, i)
+        line_end = cond.logical_end(data, i)
         line = data[i:line_end]
         stripped = line.strip()
         if not stripped or stripped.startswith(b"//"):
@@ -283,7 +271,7 @@ def insertion_point(data: bytes) -> int:
             close = data.find(b"*/", i + line.find(b"/*") + 2)
             if close < 0:
                 return guard_at if guard_at >= 0 else n
-            rest_end = _logical_end(data, close)
+            rest_end = cond.logical_end(data, close)
             rest = data[close + 2 : rest_end].strip()
             if rest.startswith(b"/*"):
                 i = close + 2 + data[close + 2 :].find(b"/*")  # another comment: go on from it

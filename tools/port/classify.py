@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tools.errors import ToolError
-from tools.hipify.headers import cuda_only_header
+from tools.hipify.headers import by_path, cuda_only_header
 from tools.hipify.mapping import Entry, MappingDatabase, format_version
 from tools.port.linemap import LineMap
 
@@ -207,15 +207,7 @@ def diagnostic_rules() -> tuple[Rule, ...]:
 
 def lookup_header(spelling: str) -> HeaderInfo | None:
     """The table's row for ``spelling``: the exact path, else the longest prefix ("dir/") that holds it."""
-    table = header_table()
-    if spelling in table:
-        return table[spelling]
-    parts = spelling.split("/")
-    for n in range(len(parts) - 1, 0, -1):
-        hit = table.get("/".join(parts[:n]) + "/")
-        if hit is not None:
-            return hit
-    return None
+    return by_path(header_table(), spelling)
 
 
 # -- what HIP declares -------------------------------------------------------------------------------------
