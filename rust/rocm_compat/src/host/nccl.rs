@@ -173,6 +173,24 @@ unsafe fn output<'a>(ptr: *mut c_void, nbytes: usize, what: &str) -> Result<&'a 
     Ok(std::slice::from_raw_parts_mut(ptr as *mut u8, nbytes))
 }
 
+/// The `nbytes` send bytes of an operation that writes `recvbuff`: where the two overlap in part
+/// (not NCCL's in-place form), a copy in `copy`, read before the receive buffer is written.
+///
+/// # Safety
+/// As for `input` (`sendbuff`) and `output` (`recvbuff`).
+unsafe fn send_input(
+    sendbuff: *const c_void,
+    recvbuff: *mut c_void,
+    nbytes: usize,
+    copy: &mut Vec<u8>,
+) -> Result<&[u8], Failure> {
+    if overlap(sendbuff, recvbuff, nbytes) {
+        *copy = input(sendbuff, nbytes, "send")?.to_vec();
+        return Ok(&copy[..]);
+    }
+    input(sendbuff, nbytes, "send")
+}
+
 /// Whether `[a, a+n)` and `[b, b+n)` share a byte.
 fn overlap(a: *const c_void, b: *const c_void, n: usize) -> bool {
     let (a, b) = (a as usize, b as usize);
@@ -308,13 +326,8 @@ pub unsafe fn ncclAllReduce(
             return submit(|b| b.all_reduce_in_place(&comm, buf, dt, op));
         }
         // A partial overlap (not NCCL's in-place form) reads the contribution before writing.
-        let copy;
-        let send = if overlap(sendbuff, recvbuff, nbytes) {
-            copy = input(sendbuff, nbytes, "send")?.to_vec();
-            &copy[..]
-        } else {
-            input(sendbuff, nbytes, "send")?
-        };
+        let mut copy = Vec::new();
+        let send = send_input(sendbuff, recvbuff, nbytes, &mut copy)?;
         let recv = output(recvbuff, nbytes, "receive")?;
         submit(|b| b.all_reduce(&comm, send, recv, dt, op))
     })())
@@ -339,13 +352,8 @@ pub unsafe fn ncclBroadcast(
             let buf = output(recvbuff, nbytes, "receive")?;
             return submit(|b| b.broadcast_in_place(&comm, buf, dt, root));
         }
-        let copy;
-        let send = if overlap(sendbuff, recvbuff, nbytes) {
-            copy = input(sendbuff, nbytes, "send")?.to_vec();
-            &copy[..]
-        } else {
-            input(sendbuff, nbytes, "send")?
-        };
+        let mut copy = Vec::new();
+        let send = send_input(sendbuff, recvbuff, nbytes, &mut copy)?;
         let recv = output(recvbuff, nbytes, "receive")?;
         submit(|b| b.broadcast(&comm, send, recv, dt, root))
     })())
