@@ -113,6 +113,12 @@ TREE = {
     "host.cpp": "#include <string.h>\n#include <assert.h>\n" + HOST,
     # std::memset (the file's own <cstring>), assert in a comment
     "std.cu": "#include <cstring>\n__global__ void k3() {}\nvoid f(char* p) { std::memset(p, 0, 1); }  // assert(p)\n",
+    # the headers through a project header that includes them: nothing (nor for a header without the runtime that
+    # has them so)
+    "strings.h": "#pragma once\n#include <string.h>\n#include <cassert>\n",
+    "through.cu": '#include "strings.h"\n__global__ void k4() {}\n' + HOST,
+    "helper.h": '#pragma once\n#include "strings.h"\ninline void fill(char* p) { memset(p, 1, 1); assert(p); }\n',
+    "helped.cu": '#include "helper.h"\n__global__ void k5() {}\n',
 }
 
 
@@ -143,7 +149,8 @@ def test_where_they_are_included(tmp_path: Path, version: Version, want: dict[st
     text = {p.name: p.read_text() for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
     got = {name: _added(body) for name, body in text.items() if _added(body)}
     assert got == want
-    assert text["bare.h"] == TREE["bare.h"] and text["host.cpp"] == TREE["host.cpp"]  # untouched
+    for name in ("bare.h", "host.cpp", "strings.h", "helper.h"):
+        assert text[name] == TREE[name], name  # untouched
     if want:
         # with the runtime include's lines: after the one the translation adds, as nvcc's came first
         lines = text["via.hip"].splitlines()

@@ -1335,8 +1335,9 @@ def _additions(
     - The runtime includes (the first ``runtime_includes`` of the target's, data/targets.tsv ``runtime-include``:
       ``<math.h>`` for ``isfinite(x)`` & co., ``<string.h>`` for ``memset`` on HIP >= 7.0, ...): a file that has the
       whole runtime (its own include or the added one) and calls one of a header's names unqualified, or includes a
-      header without the runtime that does, and does not include that header itself: nvcc's cuda_runtime.h
-      includes those headers, the target's hip_runtime.h does not declare their names for host code."""
+      header without the runtime that does, and does not include that header, itself or through a project header
+      (transitively): nvcc's cuda_runtime.h includes those headers, the target's hip_runtime.h does not declare
+      their names for host code."""
     facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
     uses_simd = {
         s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)
@@ -1406,9 +1407,14 @@ def _additions(
     def has_runtime(k: str) -> bool:
         return bool(facts[k] & insert.HAS_RUNTIME) or gets.get(k) == insert.RUNTIME_HEADER
 
+    # (a header is provided by the file's own include or by a project header it includes, transitively: cuda-samples'
+    # helper_image.h has <string.h> through helper_string.h)
     runtime = {k: has_runtime(k) for k in facts}
     bare = [
-        {k: not runtime[k] and bool(f & insert.uses_include(i)) for k, f in facts.items()}
+        {
+            k: not runtime[k] and bool(f & insert.uses_include(i)) and not closure(k, insert.has_include(i))
+            for k, f in facts.items()
+        }
         for i in range(runtime_includes)
     ]
     for k, f in facts.items():
@@ -1422,6 +1428,7 @@ def _additions(
             if runtime[k]
             and not f & insert.has_include(i)
             and (bool(f & insert.uses_include(i)) or closure(k, 0, bare[i]))
+            and not closure(k, insert.has_include(i))
         )
         if header is not None or define is not None or k in uses_simd or c_headers:
             out[k] = (define, header, k in uses_simd, c_headers)
