@@ -48,7 +48,9 @@ def test_the_rows_follow_the_target() -> None:
     math_h = load_target((7, 2)).runtime_includes[0]
     assert math_h.provided_by == {b"math.h"}  # <cmath> declares std::isfinite only: it does not provide them
     assert b"isless" in math_h.needles and b"islessequal" not in math_h.needles  # (found by isless's scan)
-    assert set(math_h.needles) < math_h.name_set
+    assert string_h.needles == (b"mem", b"str")  # a scan per group of names sharing their first three letters
+    for row in load_target(None).runtime_includes:
+        assert all(any(n.startswith(x) for x in row.needles) for n in row.names) and len(row.needles) <= len(row.names)
 
 
 def test_every_row_names_its_cuda_line_and_probe() -> None:

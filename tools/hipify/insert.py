@@ -111,7 +111,7 @@ def uses(data: bytes, spans: list[tuple[int, int]]) -> int:
 # without including them (llm.c: memset, isfinite). The rows are the target's data (Target.runtime_includes); a
 # use is a call of one of a row's names, unqualified (``memset(p, 0, n)``, ``::memset``; not ``std::memset``,
 # ``v.isnan()`` or ``my_memset``), outside comments and literals. Each needle is one ``bytes.find`` over the file
-# (a needle that is a prefix of other names finds them too: the whole name is checked).
+# (a prefix of the row's names, ``mem``: the whole name is checked at each hit).
 def runtime_include_uses(data: bytes, spans: list[tuple[int, int]], rows: Sequence[RuntimeInclude], facts: int) -> int:
     """``uses_include(i)`` for each row i of ``rows`` whose names ``data`` calls (``spans``: its comments and
     literals, sorted) and whose header it does not include (``has_include(i)`` in ``facts``)."""
