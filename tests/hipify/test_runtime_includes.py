@@ -63,11 +63,22 @@ def test_every_row_names_its_cuda_line_and_probe() -> None:
             assert re.search(r"CUDA 13 crt/\w+\.h:\d+ #include <", source) and "probe" in source, line
 
 
-@pytest.mark.parametrize("value", ["", "<cstring>", "memset <cstring> 9lives", "mem-set"])
-def test_bad_rows_are_user_errors(tmp_path: Path, value: str) -> None:
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("string.h", ""),
+        ("string.h", "<cstring>"),
+        ("string.h", "memset <cstring> 9lives"),
+        ("string.h", "mem-set"),
+        ("strïng.h", "memset"),
+        ("", "memset"),
+    ],
+)
+def test_bad_rows_are_user_errors(tmp_path: Path, header: str, value: str) -> None:
     bad = tmp_path / "targets.tsv"
-    bad.write_text(f"rule\tkey\thip_from\thip_before\tvalue\tsource\nruntime-include\tstring.h\t7.0\t\t{value}\ts\n")
-    with pytest.raises(ToolError, match="bad runtime-include row"):
+    row = f"runtime-include\t{header}\t7.0\t\t{value}\ts\n"
+    bad.write_text("rule\tkey\thip_from\thip_before\tvalue\tsource\n" + row, encoding="utf-8")
+    with pytest.raises(ToolError, match=r"bad (runtime-include )?row"):
         load_target((7, 2), bad)
 
 

@@ -168,6 +168,7 @@ def _runtime_include_ok(header: str, value: str) -> bool:
         and bool(names)
         and all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names)
         and value.isascii()
+        and header.isascii()
     )
 
 
