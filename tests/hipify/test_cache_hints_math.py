@@ -22,6 +22,7 @@ import pytest
 from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
 
 from tools.hipify import HipifyOptions, HipifyResult, hipify_tree, insert, simd
+from tools.hipify.targets import load_target
 
 CLANG = {"6.4": "clang++-21", "7.2": "clang++-22"}
 FLAGS = ["-x", "hip", "-std=c++17", "-Wall", "-Wextra", "-Werror"]
@@ -62,7 +63,9 @@ def _hipify(tmp_path: Path, files: dict[str, str], version: tuple[int, int] = (6
 def test_what_counts_as_a_call(text: str, uses: bool) -> None:
     data = text.encode()
     spans = [(m.start(), m.end()) for m in re.finditer(rb'//[^\n]*|"[^"]*"', data)]
-    assert bool(insert.uses_math_class(data, spans)) is uses
+    rows = load_target((6, 4)).runtime_includes
+    math = next(i for i, row in enumerate(rows) if row.header == b"math.h")
+    assert bool(insert.runtime_include_uses(data, spans, rows, 0) & insert.uses_include(math)) is uses
 
 
 HOST_MATH = "int finite_count(const float* v, int n) { int k = 0; for (int i = 0; i < n; ++i) k += isfinite(v[i]); return k; }\n"

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tools.hipify import cond
+
+if TYPE_CHECKING:
+    from tools.hipify.targets import RuntimeInclude
 
 # facts (bits), found by the translator
 USES_SYNC = 1  # the warp *_sync builtins or __activemask
@@ -29,15 +34,25 @@ CRLF = 64  # its lines end with CRLF
 SEEN_INCLUDE = 128  # (while translating) an #include directive was met
 RUNTIME_FIRST = 256  # its first #include is hip/hip_runtime.h (as nvcc's implicit one comes first)
 INCLUDES_CUDA = 512  # includes a CUDA header (one the database maps or knows, or a CUDA-only one): CUDA host code
-USES_MATH_CLASS = 1024  # calls <math.h>'s classification macros unqualified: isfinite(x), isnan(x), ...
-HAS_MATH_H = 2048  # includes <math.h> itself
+# Then two bits for each of the target's runtime includes (Target.runtime_includes, data/targets.tsv), the i-th
+# at ``RUNTIME_INCLUDE_BITS + 2 * i``: ``has_include(i)`` (the file includes the header, or one that provides it),
+# ``uses_include(i)`` (it uses one of the header's names unqualified: ``runtime_include_uses``).
+RUNTIME_INCLUDE_BITS = 12
+
+
+def has_include(i: int) -> int:
+    return 1 << (RUNTIME_INCLUDE_BITS + 2 * i)
+
+
+def uses_include(i: int) -> int:
+    return 1 << (RUNTIME_INCLUDE_BITS + 2 * i + 1)
+
 
 #: the files nvcc compiles with cuda_runtime.h included implicitly: .cu, and the headers (which .cu files include);
 #: a .c/.cpp/.cc file is compiled by the host compiler in a CUDA build and includes what it uses itself
 IMPLICIT_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".inc", ".ipp", ".tpp"})
 
 RUNTIME_HEADER = b"hip/hip_runtime.h"
-MATH_HEADER = b"math.h"
 RUNTIME_API_HEADER = b"hip/hip_runtime_api.h"
 
 # Device code: device builtins (threadIdx, __syncthreads, atomics, shuffles) can only be used in functions marked
@@ -91,53 +106,48 @@ def uses(data: bytes, spans: list[tuple[int, int]]) -> int:
     return 0
 
 
-# <math.h>'s classification and comparison macros (C99 7.12.3, 7.12.14), which C++'s <math.h> declares as global
-# functions (libstdc++: `using std::isfinite;` ...). nvcc's cuda_runtime.h includes <math.h>, so CUDA host code calls
-# them unqualified without including it; HIP-Clang's hip_runtime.h declares the global overloads for device code
-# only (clang's __clang_hip_cmath.h), so such host code fails ("call to __device__ function from __host__
-# function"). A needle that is a prefix of others (isgreater, isless) finds them too; the call's "(" is checked.
-_MATH_CLASS = (
-    b"isfinite",
-    b"isnan",
-    b"isinf",
-    b"isnormal",
-    b"signbit",
-    b"fpclassify",
-    b"isgreater",
-    b"isless",
-    b"isunordered",
-)
-_MATH_NAMES = frozenset(
-    {*_MATH_CLASS, b"isgreaterequal", b"islessequal", b"islessgreater"}
-)  # (isgreater and isless find the others)
+# C/C++ headers CUDA's runtime header includes (crt/common_functions.h: <string.h>, <assert.h>, <math.h>, ...) that
+# the target's hip_runtime.h does not make usable in host code: CUDA host code calls their names unqualified
+# without including them (llm.c: memset, isfinite). The rows are the target's data (Target.runtime_includes); a
+# use is a call of one of a row's names, unqualified (``memset(p, 0, n)``, ``::memset``; not ``std::memset``,
+# ``v.isnan()`` or ``my_memset``), outside comments and literals. Each needle is one ``bytes.find`` over the file
+# (a prefix of the row's names, ``mem``: the whole name is checked at each hit).
+def runtime_include_uses(data: bytes, spans: list[tuple[int, int]], rows: Sequence[RuntimeInclude], facts: int) -> int:
+    """``uses_include(i)`` for each row i of ``rows`` whose names ``data`` calls (``spans``: its comments and
+    literals, sorted) and whose header it does not include (``has_include(i)`` in ``facts``)."""
+    out = 0
+    starts: list[int] = []  # (made at the first candidate: files that name none of them cost only the finds)
+
+    def outside(at: int) -> bool:
+        if not starts:
+            starts.extend(a for a, _ in spans)
+        k = bisect_right(starts, at) - 1
+        return k < 0 or at >= spans[k][1]
+
+    for i, row in enumerate(rows):
+        if not facts & has_include(i) and any(_calls(data, n, row.name_set, outside) for n in row.needles):
+            out |= uses_include(i)
+    return out
 
 
-def uses_math_class(data: bytes, spans: list[tuple[int, int]]) -> int:
-    """``USES_MATH_CLASS`` (or 0): whether ``data`` calls one of <math.h>'s classification macros unqualified
-    (``isfinite(x)``, not ``std::isfinite(x)``, ``v.isnan()`` or ``my_isnan(x)``) outside its comments and literals
-    (``spans``, sorted). A few ``bytes.find``s; files that name none of them cost only those."""
-    starts: list[int] | None = None
+def _calls(data: bytes, needle: bytes, names: frozenset[bytes], outside: Callable[[int], bool]) -> bool:
+    """Whether ``data`` calls a name of ``names`` that starts with ``needle`` unqualified, where ``outside``."""
     size = len(data)
-    for needle in _MATH_CLASS:
-        at = data.find(needle)
-        while at >= 0:
-            end = at + len(needle)
-            tail_end = end
-            while tail_end < size and data[tail_end] in _IDC:
-                tail_end += 1
-            if (
-                data[at:tail_end] in _MATH_NAMES
-                and (at == 0 or data[at - 1] not in _IDC)
-                and data[tail_end : tail_end + 64].lstrip()[:1] == b"("
-                and _unqualified(data[max(0, at - 64) : at].rstrip())
-            ):
-                if starts is None:
-                    starts = [a for a, _ in spans]
-                k = bisect_right(starts, at) - 1
-                if k < 0 or at >= spans[k][1]:
-                    return USES_MATH_CLASS
-            at = data.find(needle, tail_end)
-    return 0
+    at = data.find(needle)
+    while at >= 0:
+        tail_end = at + len(needle)
+        while tail_end < size and data[tail_end] in _IDC:
+            tail_end += 1
+        if (
+            data[at:tail_end] in names
+            and (at == 0 or data[at - 1] not in _IDC)
+            and data[tail_end : tail_end + 64].lstrip()[:1] == b"("
+            and _unqualified(data[max(0, at - 64) : at].rstrip())
+            and outside(at)
+        ):
+            return True
+        at = data.find(needle, tail_end)
+    return False
 
 
 def _unqualified(before: bytes) -> bool:
@@ -316,12 +326,12 @@ def render(
     simd_path: str | None = None,
     *,
     own_guard: bool = False,
-    math: bool = False,
+    headers: Sequence[RuntimeInclude] = (),
 ) -> bytes:
     """The lines to insert: the macro (guarded), then ``#include <runtime>`` and ``#include "simd_path"`` (the
-    compat header, relative to the file), then ``#include <math.h>`` with ``math``, inside ``#ifdef __HIPCC__`` with
-    ``own_guard`` (a file whose CUDA code
-    only a CUDA compiler sees, in several branches: a host compiler must not see the include either)."""
+    compat header, relative to the file), then ``#include <h>`` for each of the runtime includes ``headers``, inside
+    ``#ifdef __HIPCC__`` with ``own_guard`` (a file whose CUDA code only a CUDA compiler sees, in several branches: a
+    host compiler must not see the include either)."""
     eol = "\r\n" if crlf else "\n"
     lines: list[str] = []
     if define:
@@ -335,10 +345,11 @@ def render(
         includes.append(f"#include <{runtime.decode('ascii')}>  // [hipify] nvcc includes the CUDA runtime implicitly")
     if simd_path:
         includes.append(f'#include "{simd_path}"  // [hipify] CUDA functions HIP lacks (SIMD, cache hints, cg::reduce)')
-    if math:
+    for row in headers:
+        shown = ", ".join(n.decode("ascii") for n in row.names[:2]) + (", ..." if len(row.names) > 2 else "")
         includes.append(
-            "#include <math.h>  // [hipify] CUDA's runtime header includes it; HIP's declares isfinite, isnan, ... "
-            "for device code only"
+            f"#include <{row.header.decode('ascii')}>  // [hipify] CUDA's runtime header includes it; HIP's does not "
+            f"declare {shown} for host code"
         )
     if includes and own_guard:
         includes = [

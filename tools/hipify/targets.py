@@ -13,11 +13,15 @@ upper bound) and gives them as a ``Target``:
   functions that take the kernel as ``const void*`` only (no template overload as CUDA's runtime API has);
 - ``header_defines``: HIP header -> the macro that must be defined before it is included (``HIPBLAS_V2``);
 - ``name_hazards``: CUDA name -> (why its translation is not faithful everywhere, whether only in device code): a
-  hazard at each use, blocking (in files with device code only, for a device-only one).
+  hazard at each use, blocking (in files with device code only, for a device-only one);
+- ``runtime_includes``: the C/C++ headers CUDA's runtime header includes that the target's does not make usable in
+  host code, in the file's order (``RuntimeInclude``: the translation includes them where the runtime is and their
+  names are used, tools/hipify/tree.py).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tools.errors import ToolError
@@ -34,8 +38,35 @@ RULES = (
     "header-define",
     "name-hazard",
     "device-name-hazard",
+    "runtime-include",
 )
 _COLUMNS = ("rule", "key", "hip_from", "hip_before", "value", "source")
+
+
+class RuntimeInclude:
+    """A ``runtime-include`` row: ``header`` (``b"string.h"``), ``provided_by`` (it and the other headers whose
+    include provides its names: ``b"cstring"``), ``names`` (those whose unqualified use needs it, in the row's
+    order; ``name_set``) and ``needles`` (what is looked for: the common prefix of the names that share their first
+    three letters, ``mem`` for ``memset`` ... ``memchr``, ``isless`` for ``isless``/``islessequal``: one scan of
+    the file each)."""
+
+    __slots__ = ("header", "name_set", "names", "needles", "provided_by")
+
+    def __init__(self, header: str, value: str) -> None:
+        words = value.split()
+        self.header = header.encode("ascii")
+        self.provided_by = frozenset(
+            {self.header, *(w[1:-1].encode("ascii") for w in words if w.startswith("<") and w.endswith(">"))}
+        )
+        self.names = tuple(w.encode("ascii") for w in words if not w.startswith("<"))
+        self.name_set = frozenset(self.names)
+        groups: dict[bytes, bytes] = {}
+        for name in self.names:
+            common = groups.setdefault(name[:3], name)
+            while not name.startswith(common):
+                common = common[:-1]
+            groups[name[:3]] = common
+        self.needles = tuple(groups.values())
 
 
 class Target:
@@ -49,6 +80,7 @@ class Target:
         "name_hazards",
         "nodiscard",
         "nodiscard_exempt",
+        "runtime_includes",
         "sync_define",
         "version",
     )
@@ -63,6 +95,7 @@ class Target:
         self.kernel_args: dict[str, tuple[int, int, int]] = {}
         self.header_defines: dict[str, str] = {}
         self.name_hazards: dict[str, tuple[str, bool]] = {}
+        self.runtime_includes: tuple[RuntimeInclude, ...] = ()
 
     def describe(self) -> dict[str, object]:
         """For the report: what this target changes (see docs/hipify.md, "Targets")."""
@@ -117,8 +150,26 @@ def read_rows(path: Path = TARGETS_DB) -> list[tuple[str, str, Version | None, V
             )
         if cells[0] in ("header-define", "name-hazard", "device-name-hazard") and not cells[4]:
             raise ToolError(f"{path}:{lineno}: a {cells[0]} row needs a value")
+        if cells[0] == "runtime-include" and not _runtime_include_ok(cells[1], cells[4]):
+            raise ToolError(
+                f"{path}:{lineno}: bad runtime-include row {line!r} (want a header as key and, as value, the names "
+                "that need it, as C identifiers, and the other headers that provide them as <header>)"
+            )
         rows.append((cells[0], cells[1], parse_version(cells[2]), parse_version(cells[3]), cells[4]))
     return rows
+
+
+def _runtime_include_ok(header: str, value: str) -> bool:
+    words = value.split()
+    spelled = re.compile(r"<[\w./+-]+>\Z")
+    names = [w for w in words if not spelled.match(w)]
+    return (
+        bool(re.fullmatch(r"[\w./+-]+", header))
+        and bool(names)
+        and all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names)
+        and value.isascii()
+        and header.isascii()
+    )
 
 
 def _kernel_arg(value: str) -> tuple[int, int, int] | None:
@@ -137,6 +188,7 @@ def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
     target = Target(version)
     lowest: dict[str, Version] = {}  # header -> the lowest version that has a HIP path
     exempt: set[str] = set()
+    runtime_includes: list[RuntimeInclude] = []
     for rule, key, start, before, value in read_rows(path):
         if rule == "header" and value and start is not None:
             if key not in lowest or start < lowest[key]:
@@ -159,6 +211,8 @@ def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
             target.kernel_args[key] = arg
         elif rule == "header-define":
             target.header_defines[key] = value
+        elif rule == "runtime-include":
+            runtime_includes.append(RuntimeInclude(key, value))
         else:  # several rows for one name: every reason (device-only when every one is)
             device_only = rule == "device-name-hazard"
             known = target.name_hazards.get(key)
@@ -166,4 +220,5 @@ def load_target(version: Version | None, path: Path = TARGETS_DB) -> Target:
             target.name_hazards[key] = (why, device_only and (known is None or known[1]))
     target.headers = {key: (value, lowest.get(key)) for key, (value, _) in target.headers.items()}
     target.nodiscard_exempt = frozenset(exempt)
+    target.runtime_includes = tuple(runtime_includes)
     return target

@@ -364,6 +364,11 @@ class Translator:
         self.void_discarded = void_discarded
         self._cache: dict[bytes, _Action] = {}
         self.target: Target = load_target(hip_version)
+        # an included header -> the facts' bits of the runtime includes it provides (insert.has_include)
+        self.runtime_include_bits: dict[bytes, int] = {}
+        for i, row in enumerate(self.target.runtime_includes):
+            for spelling in row.provided_by:
+                self.runtime_include_bits[spelling] = self.runtime_include_bits.get(spelling, 0) | insert.has_include(i)
         self._qualified: dict[bytes, tuple[_Qualified, ...]] = {}  # filled by _derive_prefixes
         self.project_masks: masks.Known = masks.known_masks(project_masks)
         self._header_cache: dict[bytes, tuple[bytes | None, _FindingSpec | None]] = {}
@@ -993,8 +998,8 @@ class Translator:
             st.facts |= insert.HAS_RUNTIME
         elif included == insert.RUNTIME_API_HEADER:
             st.facts |= insert.HAS_RUNTIME_API
-        elif included == insert.MATH_HEADER:
-            st.facts |= insert.HAS_MATH_H
+        else:
+            st.facts |= self.runtime_include_bits.get(included, 0)
         if repl is not None or finding is not None or self.db.header(path.decode("latin-1")) is not None:
             st.facts |= insert.INCLUDES_CUDA
         if finding is not None and finding[0] == "hazard" and not angled:

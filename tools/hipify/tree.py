@@ -343,8 +343,8 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res.facts = fr.facts
     if not fr.facts & insert.HAS_RUNTIME and os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES:
         res.facts |= insert.uses(data, fr.comment_spans)  # (only these files can need the runtime include)
-    if not fr.facts & insert.HAS_MATH_H:
-        res.facts |= insert.uses_math_class(data, fr.comment_spans)  # (for the <math.h> nvcc's runtime includes)
+    # (for the headers nvcc's runtime includes and the target's does not: data/targets.tsv runtime-include)
+    res.facts |= insert.runtime_include_uses(data, fr.comment_spans, tr.target.runtime_includes, fr.facts)
     res.unresolved = fr.unresolved
     res.cuda_changed = fr.cuda_changed
     res.directives = fr.directives
@@ -869,8 +869,15 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
         simd_path = f"{out_root}/{simd.OUTPUT_NAME}"
         if any(s.rel == simd.OUTPUT_NAME and s.is_dir_root for s in srcs):
             where.provided = frozenset()  # the tree has a file of that name at its top: it is not made
-        additions = _additions(srcs, procs, resolved, tr.target.sync_define, where.provided)
-        for src_key, (define, _header, _simd, _math) in additions.items():
+        additions = _additions(
+            srcs,
+            procs,
+            resolved,
+            tr.target.sync_define,
+            where.provided,
+            runtime_includes=len(tr.target.runtime_includes),
+        )
+        for src_key, (define, _header, _simd, _c_headers) in additions.items():
             # lines only CUDA/HIP compilers see (the file's CUDA code is guarded) change nothing a host compiler
             # reads: like a compiler-identification macro, they do not rename the file
             if define is not None or by_key[src_key][1].guard < 0:
@@ -958,18 +965,19 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
                     edits.append((start, end, new))
             added = additions.get(s.key)
             if added is not None:
-                define, header, wants_simd, math = added
+                define, header, wants_simd, c_headers = added
                 crlf = bool(p.facts & insert.CRLF)
                 simd_rel = _relative(simd_path, out_info(s)[2]) if wants_simd else None
+                rows = [tr.target.runtime_includes[i] for i in c_headers]
                 line = p.insert_line
-                if p.guard > 0 and (header is not None or simd_rel is not None or math):  # in the branch for CUDA
-                    text = insert.render(None, header, crlf, simd_rel, math=math)
+                if p.guard > 0 and (header is not None or simd_rel is not None or rows):  # in the branch for CUDA
+                    text = insert.render(None, header, crlf, simd_rel, headers=rows)
                     edits.append((p.guard_at, p.guard_at, text.decode("ascii")))
                     line = p.guard_line
                     if define is not None:
                         edits.append((p.insert_at, p.insert_at, insert.render(define, None, crlf).decode("ascii")))
                 else:
-                    text = insert.render(define, header, crlf, simd_rel, own_guard=p.guard == 0, math=math)
+                    text = insert.render(define, header, crlf, simd_rel, own_guard=p.guard == 0, headers=rows)
                     edits.append((p.insert_at, p.insert_at, text.decode("ascii")))
                 findings += _addition_findings(s.path, line, define, header, tr.hip_version, guarded=p.guard >= 0)
             edits.sort(reverse=True)
@@ -1307,10 +1315,12 @@ def _additions(
     resolved: dict[str, list[tuple[int, _Source, str]]],
     sync_define: str | None,
     simd_provided: frozenset[str] = frozenset(),
-) -> dict[str, tuple[str | None, bytes | None, bool, bool]]:
+    *,
+    runtime_includes: int = 0,
+) -> dict[str, tuple[str | None, bytes | None, bool, tuple[int, ...]]]:
     """The lines each translated file gets at its top: (the warp-sync macro to define, the runtime header to
-    include, whether it includes the compat header, whether it includes <math.h>), by source path; files that need
-    none are absent.
+    include, whether it includes the compat header, the indexes of the target's runtime includes it includes), by
+    source path; files that need none are absent.
 
     - The runtime: a ``.cu`` file that uses CUDA names or includes a project header (a unit nvcc compiled with
       cuda_runtime.h included before anything else) gets ``<hip/hip_runtime.h>`` first unless its own first
@@ -1322,16 +1332,18 @@ def _additions(
       that does (transitively), and does not define the macro itself: the macro must come before the first
       HIP header of the translation unit, and a header's own definition may come too late.
     - The compat header: a file that uses one of the functions it provides (``simd_provided``).
-    - ``<math.h>``: a file that has the whole runtime (its own include or the added one) and calls <math.h>'s
-      classification macros unqualified (``isfinite(x)``), or includes a header without the runtime that does, and
-      does not include <math.h> itself: nvcc's cuda_runtime.h includes <math.h>, whose C++ version declares them as
-      global functions; HIP's hip_runtime.h declares those for device code only (clang's __clang_hip_cmath.h)."""
+    - The runtime includes (the first ``runtime_includes`` of the target's, data/targets.tsv ``runtime-include``:
+      ``<math.h>`` for ``isfinite(x)`` & co., ``<string.h>`` for ``memset`` on HIP >= 7.0, ...): a file that has the
+      whole runtime (its own include or the added one) and calls one of a header's names unqualified, or includes a
+      header without the runtime that does, and does not include that header, itself or through a project header
+      (transitively): nvcc's cuda_runtime.h includes those headers, the target's hip_runtime.h does not declare
+      their names for host code."""
     facts = {s.key: p.facts if p.mode == "translate" else 0 for s, p in zip(srcs, procs)}
     uses_simd = {
         s.key for s, p in zip(srcs, procs) if p.mode == "translate" and simd_provided.intersection(p.simd_used)
     }
     links = {k: [t.key for _i, t, _l in v] for k, v in resolved.items()}
-    out: dict[str, tuple[str | None, bytes | None, bool, bool]] = {}
+    out: dict[str, tuple[str | None, bytes | None, bool, tuple[int, ...]]] = {}
 
     def closure(start: str, bit: int, extra: dict[str, bool] | None = None) -> bool:
         """Whether ``start`` or a header it includes (transitively) has ``bit`` (or ``extra``'s flag)."""
@@ -1389,26 +1401,38 @@ def _additions(
     for k in facts:
         runtime_for(k)
 
-    # <math.h>: nvcc's runtime header includes it, HIP's does not (for the host): a file that has the runtime
-    # (its own include or the one added) gets it when it, or a header it includes that has not the runtime
-    # itself, calls isfinite & co. unqualified (and it does not include <math.h> itself)
+    # the runtime includes: nvcc's runtime header includes them, the target's does not (for the host): a file that
+    # has the runtime (its own include or the one added) gets one when it, or a header it includes that has not
+    # the runtime itself, calls its names unqualified (and it does not include it itself)
     def has_runtime(k: str) -> bool:
         return bool(facts[k] & insert.HAS_RUNTIME) or gets.get(k) == insert.RUNTIME_HEADER
 
-    bare = {k: f & _MATH_BARE == insert.USES_MATH_CLASS and not has_runtime(k) for k, f in facts.items()}
+    # (a header is provided by the file's own include or by a project header it includes, transitively: cuda-samples'
+    # helper_image.h has <string.h> through helper_string.h)
+    runtime = {k: has_runtime(k) for k in facts}
+    bare = [
+        {
+            k: not runtime[k] and bool(f & insert.uses_include(i)) and not closure(k, insert.has_include(i))
+            for k, f in facts.items()
+        }
+        for i in range(runtime_includes)
+    ]
     for k, f in facts.items():
         header = gets.get(k)
         define = None
         if sync_define is not None and not f & insert.DEFINES_SYNC and closure(k, insert.USES_SYNC):
             define = sync_define
-        math = has_runtime(k) and not f & insert.HAS_MATH_H
-        math = math and (bool(f & insert.USES_MATH_CLASS) or closure(k, 0, bare))
-        if header is not None or define is not None or k in uses_simd or math:
-            out[k] = (define, header, k in uses_simd, math)
+        c_headers = tuple(
+            i
+            for i in range(runtime_includes)
+            if runtime[k]
+            and not f & insert.has_include(i)
+            and (bool(f & insert.uses_include(i)) or closure(k, 0, bare[i]))
+            and not closure(k, insert.has_include(i))
+        )
+        if header is not None or define is not None or k in uses_simd or c_headers:
+            out[k] = (define, header, k in uses_simd, c_headers)
     return out
-
-
-_MATH_BARE = insert.USES_MATH_CLASS | insert.HAS_MATH_H
 
 
 def _addition_findings(
