@@ -29,7 +29,7 @@ NEWEST = (7, 0)  # a target with every warp intrinsic, so no downgrade rewrite a
 
 # what the target rules add (docs/hipify.md, "Targets"), taken out of both sides before comparing
 ADDED_LINES = re.compile(
-    rb"^#include <hip/hip_runtime(?:_api)?\.h>  // \[hipify\][^\n]*\n"
+    rb"^#include [<\"][^>\"\n]*[>\"]  // \[hipify\][^\n]*\n"  # the runtime, a C header it brought, compat
     rb"|^#ifndef HIP_ENABLE_WARP_SYNC_BUILTINS  // \[hipify\][^\n]*\n#define HIP_ENABLE_WARP_SYNC_BUILTINS\r?\n#endif\r?\n",
     re.M,
 )
