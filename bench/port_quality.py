@@ -93,6 +93,9 @@ class Profile:
     units: tuple[str, ...] = ()  # globs relative to the corpus; empty: every .cu file
     include_dirs: tuple[str, ...] | None = None  # relative to the corpus; None: inferred
     defines: tuple[str, ...] = ()  # NAME or NAME=VALUE: a CUDA build's, what the translations compile with
+    # macros that build leaves undefined and no file of the corpus defines (another vendor's switch): hipify cannot
+    # tell them from a -D it was not shown, so they are said with -U
+    undefines: tuple[str, ...] = ()
     hand_defines: tuple[str, ...] | None = None  # the corpus's own HIP build, when it has one
     hand_about: str = ""
 
@@ -108,6 +111,7 @@ def load_profiles(path: Path = PROFILES) -> dict[str, Profile]:
             units=tuple(table.get("units", ())),
             include_dirs=tuple(table["include_dirs"]) if "include_dirs" in table else None,
             defines=tuple(table.get("defines", ())),
+            undefines=tuple(table.get("undefines", ())),
             hand_defines=tuple(hand.get("defines", ())) if hand is not None else None,
             hand_about=str(hand.get("about", "")) if hand is not None else "",
         )
@@ -269,7 +273,7 @@ def blocking_outside_units(
 
 # -- engines ---------------------------------------------------------------------------------------------------
 def run_ours(
-    corpus: Path, out: Path, hip: str, defines: Sequence[str] = ()
+    corpus: Path, out: Path, hip: str, defines: Sequence[str] = (), undefines: Sequence[str] = ()
 ) -> tuple[float, dict[str, str], dict[str, object]]:
     """``python -m tools hipify`` over ``corpus``, told the build's ``defines`` (NAME or NAME=VALUE) as the compile
     gets them: findings in the branches they decide against are not reported (tools/hipify/scope.py)."""
@@ -277,7 +281,7 @@ def run_ours(
     if out.exists():
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "tools", "hipify", str(corpus), "-o", str(out), "--hip-version", hip]
-    cmd += [f"-D{d}" for d in defines]
+    cmd += [f"-D{d}" for d in defines] + [f"-U{u}" for u in undefines]
     cmd += ["--report", str(report), "-q"]
     t = time.perf_counter()
     subprocess.run(cmd, cwd=REPO, check=True, stderr=subprocess.DEVNULL)
@@ -751,7 +755,8 @@ class CorpusRun:
             flush=True,
         )
         if profile.defines:
-            print(f"   defines (a CUDA build's): {' '.join('-D' + d for d in profile.defines)}")
+            given = [f"-D{d}" for d in profile.defines] + [f"-U{u}" for u in profile.undefines]
+            print(f"   defines (a CUDA build's): {' '.join(given)}")
         if profile.hand_defines is not None:
             print(f"   their hand port: {profile.hand_about}; {' '.join('-D' + d for d in profile.hand_defines)}")
         mappings: dict[str, dict[str, str]] = {}
@@ -829,7 +834,7 @@ class CorpusRun:
         report: dict[str, object] = {}
         if "ours" in self.engines:
             out = self.work / f"ours-{hip}"
-            took, mapping, report = run_ours(corpus, out, hip, self.profile.defines)
+            took, mapping, report = run_ours(corpus, out, hip, self.profile.defines, self.profile.undefines)
             self.timing[f"ours {hip}"] = took
             print(f"  ours (HIP {hip})  translated in {took:6.2f} s wall", flush=True)
             mappings = {"ours": mapping, **mappings}

@@ -246,14 +246,16 @@ def test_the_reference_can_tell_a_wrong_implementation() -> None:
 
 
 # -- what the translation does with them ----------------------------------------------------------------------------
-def _tree(tmp_path: Path, files: dict[str, str]) -> tuple[object, Path]:
+def _tree(
+    tmp_path: Path, files: dict[str, str], defines: tuple[tuple[str, str | None], ...] = ()
+) -> tuple[object, Path]:
     from tools.hipify import HipifyOptions, hipify_tree  # noqa: PLC0415
 
     for rel, text in files.items():
         (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "src" / rel).write_text(text)
     out = tmp_path / "out"
-    return hipify_tree([tmp_path / "src"], out, HipifyOptions(hip_version=(6, 4), jobs=1)), out
+    return hipify_tree([tmp_path / "src"], out, HipifyOptions(hip_version=(6, 4), jobs=1, defines=defines)), out
 
 
 USES = "__global__ void k(unsigned* p) { p[0] = __vsub4(p[1], p[2]) & __vcmpne4(p[3], 0u); }\n"
@@ -292,6 +294,20 @@ def test_what_the_project_defines_itself_stays_its_own(tmp_path: Path) -> None:
     res, out = _tree(tmp_path, {"vendor.h": own, "k.cu": '#include "vendor.h"\n' + USES})
     assert set(re.findall(rb"@begin (\w+)", (out / simd.OUTPUT_NAME).read_bytes())) == {b"__vcmpne4"}
     assert {f.name for f in res.findings if f.rule == "simd-intrinsic"} == {"__vcmpne4"}
+
+
+def test_a_definition_the_build_does_not_include_is_not_the_projects(tmp_path: Path) -> None:
+    """ggml's vendors/hip.h defines __vsubss4 & co for its hand port, included only `#if defined(GGML_USE_HIP)`: with
+    -U of that switch (the CUDA build's), its definitions are not the translation's, so the header provides them."""
+    own = "static __device__ __forceinline__ int __vsub4(const int a, const int b) { return a - b; }\n"
+    common = '#if defined(VENDOR_HIP)\n#include "vendor.h"\n#endif\n' + USES
+    files = {"vendor.h": own, "common.cuh": common, "k.cu": '#include "common.cuh"\n'}
+    res, out = _tree(tmp_path / "undefined", files, defines=(("VENDOR_HIP", None),))
+    assert set(re.findall(rb"@begin (\w+)", (out / simd.OUTPUT_NAME).read_bytes())) == {b"__vsub4", b"__vcmpne4"}
+    assert res.blocking == 0
+    # not told: the include may be compiled, so the definition stays the project's (as without the branch)
+    res, out = _tree(tmp_path / "unknown", files)
+    assert set(re.findall(rb"@begin (\w+)", (out / simd.OUTPUT_NAME).read_bytes())) == {b"__vcmpne4"}
 
 
 def test_without_the_header_they_block_with_the_fix_in_the_text(tmp_path: Path) -> None:

@@ -214,7 +214,8 @@ def _project_mask_pass(
 # (line, column, name, kind, reason, suggestion, blocking, rule)
 _FindingTuple = tuple[int, int, str, str, str, str, bool, str]
 # (out_start, out_end, spelling, angled, mapped: the output has the database's header there)
-_IncludeTuple = tuple[int, int, str, bool, bool]
+# (start, end of the path in the output, the path as written, angled, a mapped header, the line of the #include)
+_IncludeTuple = tuple[int, int, str, bool, bool, int]
 
 
 class _Processed:
@@ -338,7 +339,10 @@ def _process(path: str, translate: bool, key: Key, lint: bool) -> _Processed:
     res.findings = [(*pos[f.offset], f.name, f.kind, f.reason, f.suggestion, f.blocking, f.rule) for f in raw]
     res.data = fr.data
     res.changed = fr.changed
-    res.includes = [(i.out_start, i.out_end, i.spelling, i.angled, i.mapped) for i in fr.includes]
+    lines = positions(data, [i.in_offset for i in fr.includes])
+    res.includes = [
+        (i.out_start, i.out_end, i.spelling, i.angled, i.mapped, lines[i.in_offset][0]) for i in fr.includes
+    ]
     res.defines = fr.defines
     res.facts = fr.facts
     if not fr.facts & insert.HAS_RUNTIME and os.path.splitext(path)[1].lower() in insert.IMPLICIT_SUFFIXES:
@@ -959,7 +963,7 @@ def hipify_tree(sources: Iterable[Path], out_dir: Path, options: HipifyOptions |
             claimed[dst] = s.path
             edits: list[tuple[int, int, str]] = []
             for idx, target, how in resolved.get(s.key, ()):
-                start, end, spelling, _angled, mapped = p.includes[idx]
+                start, end, spelling, _angled, mapped, _line = p.includes[idx]
                 new = new_spelling(s, target, how, spelling)
                 if new != spelling or mapped:
                     edits.append((start, end, new))
@@ -1151,7 +1155,7 @@ def resolve_includes(
         own_dir = str(s.path.parent)
         bases: list[tuple[str, bool]] = [(str(s.root), False)] if s.is_dir_root else []
         bases += [(r, False) for r in root_strs]
-        for idx, (_a, _b, spelling, angled, _mapped) in enumerate(p.includes):
+        for idx, (_a, _b, spelling, angled, _mapped, _line) in enumerate(p.includes):
             for base, local in ([] if angled else [(own_dir, True)]) + bases:
                 found = by_key.get(join(base, spelling))
                 if found is not None and found[1].mode != "error":
@@ -1201,7 +1205,11 @@ class _Scope:
         # the includes that resolve to the project's own files (a cuda/x.cuh of its own is no CUDA-only header)
         by_key = {s.key: p for s, p in zip(srcs, procs)}
         self.own_includes = {k: {by_key[k].includes[i][2] for i, _t, _how in v} for k, v in resolved.items()}
-        self.simd_defined = {n for p in trans.values() for n in p.simd_defined}
+        # The project's own definitions of what the compat header has count where the ROCm build compiles them: in
+        # the files its units reach through includes on live lines (ggml's vendors/hip.h, included only under
+        # `#if defined(GGML_USE_HIP)`, defines __vsubss4 for its hand port, not for a build without that macro).
+        live = _reached_through_live_includes(trans, resolved, self.role, self.branches)
+        self.simd_defined = {n for k, p in trans.items() if k in live for n in p.simd_defined}
         self.provided = frozenset({n for p in trans.values() for n in p.simd_used} - self.simd_defined)
         self.skipped = 0
 
@@ -1307,6 +1315,35 @@ def _outside_cuda(path: Path, held: Sequence[Finding], host: bool = False) -> Fi
         rule="outside-cuda",
         in_cuda_unit=host,
     )
+
+
+def _reached_through_live_includes(
+    trans: Mapping[str, _Processed],
+    resolved: Mapping[str, Sequence[tuple[int, _Source, str]]],
+    role: Mapping[str, str],
+    branches: scope.Branches,
+) -> set[str]:
+    """The translated files the tree's units (CUDA units and CUDA host units) reach through project includes whose
+    ``#include`` line is not in a dead branch; every translated file when the tree has no unit."""
+    units = [
+        k
+        for k in trans
+        if role.get(k) == scope.CUDA_UNIT
+        or (role.get(k) == scope.CUDA_HOST and os.path.splitext(k)[1].lower() in scope.UNIT_SUFFIXES)
+    ]
+    if not units:
+        return set(trans)
+    seen = set(units)
+    todo = list(units)
+    while todo:
+        k = todo.pop()
+        p = trans.get(k)
+        for idx, target, _how in resolved.get(k, ()):
+            if target.key in seen or p is None or branches.is_dead(k, p.includes[idx][5]):
+                continue
+            seen.add(target.key)
+            todo.append(target.key)
+    return seen
 
 
 def _additions(
@@ -1509,9 +1546,11 @@ def _apply_external(res: _Processed, ext: Callable[[str, bytes], bytes]) -> None
     original = Path(res.path).read_bytes()
     res.data = ext(res.path, original)
     res.changed = res.data != original
+    found = list(re.finditer(_INCLUDE_LINE, res.data, re.M))
+    lines = positions(res.data, [m.start(2) for m in found])
     res.includes = [
-        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<", False)
-        for m in re.finditer(_INCLUDE_LINE, res.data, re.M)
+        (m.start(2), m.end(2), m.group(2).decode("latin-1"), m.group(1) == b"<", False, lines[m.start(2)][0])
+        for m in found
     ]
     res.locate_insertion()
 
@@ -1537,7 +1576,7 @@ def _from_cache(path: str, entry: object) -> _Processed | None:
             (int(f[0]), int(f[1]), str(f[2]), str(f[3]), str(f[4]), str(f[5]), bool(f[6]), str(f[7]))
             for f in entry["findings"]
         ]
-        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3]), bool(i[4])) for i in entry["includes"]]
+        res.includes = [(int(i[0]), int(i[1]), str(i[2]), bool(i[3]), bool(i[4]), int(i[5])) for i in entry["includes"]]
         res.defines = [str(d) for d in entry["defines"]]
         res.facts, res.insert_at, res.insert_line = (int(x) for x in entry["facts"])
         res.unresolved = [str(n) for n in entry["unresolved"]]
