@@ -68,6 +68,17 @@ PROFILES = REPO / "bench" / "port_corpora.toml"
 ENGINES = ("ours", "hipify_torch", "hipify-clang", "hand")
 LABELS = {"ours": "ours", "hipify_torch": "hipify_torch", "hipify-clang": "hipify-clang", "hand": "their hand port"}
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hxx", ".inl", ".cpp", ".cc", ".cxx", ".c")
+
+
+def _is_cuda_header(spelling: str) -> bool:
+    """A header of CUDA's (hipify's table has it as a header, or its CUDA-only header table does)."""
+    from tools.hipify.headers import table_row  # noqa: PLC0415
+    from tools.hipify.mapping import load_database  # noqa: PLC0415
+
+    entry = load_database().lookup(spelling)
+    return (entry is not None and entry.kind == "header") or table_row(spelling) is not None
+
+
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\r\n]+)[>"]', re.M)
 # what makes a file worth handing to hipify-clang (it parses every file it is given: seconds each)
 _CUDA_BEARING = re.compile(
@@ -269,6 +280,41 @@ def blocking_outside_units(
         else:
             reached |= included_closure(graph, [Path(unit)])
     return [f for f in findings if f.get("blocking") and Path(str(f["file"])) not in reached]
+
+
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.M)
+_HOST_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".c++"})
+
+
+def cuda_host_code(
+    files: Iterable[str], includes: Mapping[str, Sequence[str]], is_cuda_header: Callable[[str], bool]
+) -> set[str]:
+    """The ``files`` that are CUDA host code: a C/C++ source (compiled by the host compiler in a CUDA build, not one
+    of its .cu units) that includes a CUDA header (``is_cuda_header`` of the spelling), itself or through the project
+    headers it includes (``includes``: a hipify report's graph), and those headers. Their CUDA names need porting
+    as much as a unit's: the bench counts their blocking findings apart from those in files no build compiles."""
+    graph = {Path(k): [Path(t) for t in v] for k, v in includes.items()}
+    cuda_cache: dict[Path, bool] = {}
+
+    def includes_cuda(path: Path) -> bool:
+        hit = cuda_cache.get(path)
+        if hit is None:
+            try:
+                text = path.read_bytes()
+            except OSError:
+                text = b""
+            hit = cuda_cache[path] = any(is_cuda_header(m.group(1).decode("latin-1")) for m in _INCLUDE.finditer(text))
+        return hit
+
+    wanted = {Path(f) for f in files}
+    out: set[str] = set()
+    for unit in [k for k in graph if k.suffix.lower() in _HOST_SUFFIXES] + [
+        f for f in wanted if f.suffix.lower() in _HOST_SUFFIXES and f not in graph
+    ]:
+        reach = included_closure(graph, [unit])
+        if any(includes_cuda(f) for f in reach):
+            out |= {str(f) for f in reach & wanted}
+    return out
 
 
 # -- engines ---------------------------------------------------------------------------------------------------
@@ -916,9 +962,9 @@ class CorpusRun:
         sites = distinct_sites(r.get("sites", []) for r in failures)
         unflagged = unflagged_sites(sites, blocking)
         reads = {str(r["source"]): r.get("reads") for r in rows}
-        outside = blocking_outside_units(
-            findings, dict(report.get("includes", {})), [str(u) for u in self.units], reads
-        )
+        graph = dict(report.get("includes", {}))
+        outside = blocking_outside_units(findings, graph, [str(u) for u in self.units], reads)
+        host = cuda_host_code({str(f["file"]) for f in outside}, graph, _is_cuda_header)
         return {
             "failures": len(failures),
             "unexplained": [
@@ -931,6 +977,7 @@ class CorpusRun:
                 {"at": f"{os.path.relpath(f, self.corpus)}:{n}", "message": sites[(f, n)][1]} for f, n in unflagged
             ],
             "outside_units": len(outside),
+            "outside_in_host_code": sum(1 for f in outside if str(f["file"]) in host),
             "outside_by_file": dict(
                 Counter(os.path.relpath(str(f["file"]), self.corpus) for f in outside).most_common()
             ),
@@ -976,7 +1023,14 @@ class CorpusRun:
                     for o in ours
                 ],
             )
-            row("ours: blocking, outside the units", [str(o.get("outside_units", 0)) for o in ours])
+            row(
+                "ours: blocking, outside the units",
+                [
+                    f"{o.get('outside_units', 0)} ({o.get('outside_in_host_code', 0)} in CUDA host code, "
+                    f"{o.get('outside_units', 0) - o.get('outside_in_host_code', 0)} elsewhere)"
+                    for o in ours
+                ],
+            )
             for h, o in zip(hips, ours):
                 for u in o.get("unexplained", []):
                     print(f"    HIP {h} unexplained: {u['unit']}: {u['reason']}")

@@ -157,3 +157,23 @@ def test_ours_translates_with_the_build_defines(tmp_path: Path) -> None:
     _took, _mapping, told = pq.run_ours(corpus, tmp_path / "told", "6.4", ["MINI_NEW_API", "LEVEL=2"])
     assert told["blocking"] == 0 and told["skipped"] == 1
     assert told["defines"] == ["-DMINI_NEW_API=1", "-DLEVEL=2"]
+
+
+def test_cuda_host_code_is_counted_apart(tmp_path: Path) -> None:
+    """A C/C++ source that includes a CUDA header (itself, or through a project header) is CUDA host code, with the
+    headers it reaches; a C++ file with no CUDA header, and a header only it includes, are not."""
+    files = {
+        "host.cpp": '#include "helper.h"\nint main() { return 0; }\n',
+        "helper.h": "#include <cuda_runtime.h>\nint f();\n",
+        "solver.cc": "#include <cusolverSp.h>\n",
+        "cpu.cpp": '#include "cpu.h"\n',
+        "cpu.h": "#include <vector>\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    p = {name: str(tmp_path / name) for name in files}
+    graph = {p["host.cpp"]: [p["helper.h"]], p["cpu.cpp"]: [p["cpu.h"]]}
+    host = pq.cuda_host_code(p.values(), graph, pq._is_cuda_header)
+    assert host == {p["host.cpp"], p["helper.h"], p["solver.cc"]}
+    assert pq._is_cuda_header("cuda_runtime.h") and pq._is_cuda_header("cooperative_groups/reduce.h")
+    assert not pq._is_cuda_header("vector")
