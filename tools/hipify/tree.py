@@ -1210,6 +1210,12 @@ class _Scope:
         # `#if defined(GGML_USE_HIP)`, defines __vsubss4 for its hand port, not for a build without that macro).
         live = _reached_through_live_includes(trans, resolved, self.role, self.branches)
         self.simd_defined = {n for k, p in trans.items() if k in live for n in p.simd_defined}
+        # A header the tree includes only on dead lines (a hand port's vendors/hip.h) is no CUDA unit's header: its
+        # findings are the summary note of a file outside the CUDA build (a header nothing includes keeps its role:
+        # a library's public header may be its users').
+        for header in _included_only_on_dead_lines(trans, resolved, self.branches) - live:
+            if self.role.get(header) == scope.CUDA_HEADER:
+                self.role[header] = scope.OTHER
         self.provided = frozenset({n for p in trans.values() for n in p.simd_used} - self.simd_defined)
         self.skipped = 0
 
@@ -1344,6 +1350,21 @@ def _reached_through_live_includes(
             seen.add(target.key)
             todo.append(target.key)
     return seen
+
+
+def _included_only_on_dead_lines(
+    trans: Mapping[str, _Processed],
+    resolved: Mapping[str, Sequence[tuple[int, _Source, str]]],
+    branches: scope.Branches,
+) -> set[str]:
+    """The files the tree includes, every ``#include`` of which sits in a dead branch."""
+    live_edge: dict[str, bool] = {}
+    for k, edges in resolved.items():
+        p = trans.get(k)
+        for idx, target, _how in edges:
+            alive = p is None or not branches.is_dead(k, p.includes[idx][5])
+            live_edge[target.key] = live_edge.get(target.key, False) or alive
+    return {k for k, alive in live_edge.items() if not alive}
 
 
 def _additions(
