@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
+from _trees import hipify_files as _hipify
 
-from tools.hipify import HipifyOptions, HipifyResult, hipify_tree, insert, simd
+from tools.hipify import insert, simd
 from tools.hipify.targets import load_target
 
 CLANG = {"6.4": "clang++-21", "7.2": "clang++-22"}
@@ -33,15 +34,6 @@ HIP52 = [
     "--hip-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
 ]
 MATH_LINE = "#include <math.h>  // [hipify]"
-
-
-def _hipify(tmp_path: Path, files: dict[str, str], version: tuple[int, int] = (6, 4)) -> tuple[HipifyResult, Path]:
-    src = tmp_path / "src"
-    for rel, text in files.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_text(text)
-    out = tmp_path / "out"
-    return hipify_tree([src], out, HipifyOptions(hip_version=version, jobs=1)), out
 
 
 # -- <math.h>: which files get it ---------------------------------------------------------------------------------

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
+from _trees import hipify_files as _hipify
 
-from tools.hipify import HipifyOptions, HipifyResult, hipify_tree, simd
+from tools.hipify import HipifyResult, simd
 from tools.hipify import headers as headers_mod
 from tools.hipify.headers import table_row
 
@@ -96,15 +97,6 @@ BLOCK_ARG = """#include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 __global__ void k(int* p) { p[0] = cg::reduce(cg::this_thread_block(), p[1], cg::plus<int>()); }
 """
-
-
-def _hipify(tmp_path: Path, files: dict[str, str], version: tuple[int, int] = (6, 4)) -> tuple[HipifyResult, Path]:
-    src = tmp_path / "src"
-    for rel, text in files.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_text(text)
-    out = tmp_path / "out"
-    return hipify_tree([src], out, HipifyOptions(hip_version=version, jobs=1)), out
 
 
 def _findings(res: HipifyResult, header: str) -> list[tuple[str, bool]]:

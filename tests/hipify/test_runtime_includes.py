@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
+from _trees import hipify_files as _hipify
 
 from tools.errors import ToolError
-from tools.hipify import HipifyOptions, HipifyResult, hipify_tree, insert
+from tools.hipify import insert
 from tools.hipify.mapping import Version
 from tools.hipify.targets import load_target, read_rows
 
@@ -133,15 +134,6 @@ TREE = {
     "helper.h": '#pragma once\n#include "strings.h"\ninline void fill(char* p) { memset(p, 1, 1); assert(p); }\n',
     "helped.cu": '#include "helper.h"\n__global__ void k5() {}\n',
 }
-
-
-def _hipify(tmp_path: Path, files: dict[str, str], version: Version) -> tuple[HipifyResult, Path]:
-    src = tmp_path / "src"
-    for rel, text in files.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_text(text)
-    out = tmp_path / "out"
-    return hipify_tree([src], out, HipifyOptions(hip_version=version, jobs=1)), out
 
 
 def _added(text: str) -> list[str]:
