@@ -298,9 +298,12 @@ pub unsafe fn ncclCommGetAsyncError(comm: ncclComm_t, result: *mut ncclResult_t)
     }
     match communicator(comm) {
         Ok(c) => {
-            *result = c
-                .remote_failure()
-                .map_or(ncclSuccess, |f| result_of(f.kind));
+            // As with NCCL, ncclGetLastError describes the asynchronous failure too (which peer,
+            // and why): a caller whose operations all returned ncclSuccess learns it only here.
+            *result = match c.remote_failure() {
+                Some(f) => fail(result_of(f.kind), f.message),
+                None => ncclSuccess,
+            };
             ncclSuccess
         }
         Err(f) => code(Err(f)),
@@ -658,6 +661,8 @@ mod tests {
                             comm,
                             std::ptr::null_mut(),
                         );
+                        // Another failure in between: the asynchronous error still says why.
+                        assert_eq!(ncclGetVersion(std::ptr::null_mut()), ncclInvalidArgument);
                         let mut async_error = 0;
                         assert_eq!(ncclCommGetAsyncError(comm, &mut async_error), ncclSuccess);
                         assert_eq!(async_error, ncclRemoteError);
