@@ -6,6 +6,7 @@ ci/run-tests.sh sets): then a missing root fails the test instead of hiding it."
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,11 @@ class RootBuild:
     log: str
     build_dir: Path
     source: Path
+
+
+def host_hip52() -> bool:
+    """Whether HIP 5.2 is on the host (Debian 12's clang++-15 and /usr/include/hip: bash ci/install-toolchains.sh)."""
+    return shutil.which("clang++-15") is not None and Path("/usr/include/hip/hip_runtime.h").is_file()
 
 
 def root_dir(version: str) -> Path:

@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
+from _roots import ROCM_ROOT_VERSIONS, host_hip52, require_root, run_in_root
 from _trees import hipify_files as _hipify
 
 from tools.hipify import HipifyResult, simd
@@ -309,7 +309,7 @@ def test_in_the_roots(tmp_path: Path, version: str) -> None:
 
 @pytest.mark.slow
 def test_with_hip_52_on_the_host(tmp_path: Path) -> None:
-    if shutil.which("clang++-15") is None or not Path("/usr/include/hip/hip_runtime.h").is_file():
+    if not host_hip52():
         pytest.skip("HIP 5.2 (clang++-15, /usr/include/hip) is not installed")
     script = _script(tmp_path, HIP52, (5, 2))
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=600, check=False)

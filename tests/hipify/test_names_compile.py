@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from _roots import ROCM_ROOT_VERSIONS, require_root, root_dir, run_in_root
+from _roots import ROCM_ROOT_VERSIONS, host_hip52, require_root, root_dir, run_in_root
 from _support import TOOLCHAINS
 
 from tools.hipify import HipifyOptions, HipifyResult, hipify_tree
@@ -143,7 +142,7 @@ def test_translations_compile_and_hipify_rows_do_not(tmp_path: Path, version: st
 
 
 @pytest.mark.skipif(
-    shutil.which("clang++-15") is None or not Path("/usr/include/hip/hip_runtime.h").is_file(),
+    not host_hip52(),
     reason="needs clang++-15 and HIP 5.2 headers (bash ci/install-toolchains.sh)",
 )
 def test_trap_and_casts_compile_with_hip_5_2(tmp_path: Path) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from _roots import ROCM_ROOT_VERSIONS, require_root, run_in_root
+from _roots import ROCM_ROOT_VERSIONS, host_hip52, require_root, run_in_root
 from _trees import hipify_files as _hipify
 
 from tools.errors import ToolError
@@ -284,7 +283,7 @@ def test_the_rows_are_what_the_compilers_say(tmp_path: Path, version: str) -> No
 
 
 def _hip52() -> None:
-    if shutil.which("clang++-15") is None or not Path("/usr/include/hip/hip_runtime.h").is_file():
+    if not host_hip52():
         pytest.skip("HIP 5.2 (clang++-15, /usr/include/hip) is not installed")
 
 
