@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,13 +56,17 @@ def check_path(path: Path, what: str) -> None:
         )
 
 
+def user_cache(environ: Mapping[str, str]) -> Path:
+    """The build's per-user cache directory: ``$XDG_CACHE_HOME/monarch-runtime``, ``~/.cache/...`` by default."""
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "monarch-runtime"
+
+
 def default_build_dir(source: Path, platform: str) -> Path:
     """build/<platform> in the source tree; a per-user cache directory when the tree is read-only."""
     if os.access(source, os.W_OK):
         return source / "build" / platform
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     digest = hashlib.sha256(str(source).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return cache / "monarch-runtime" / "build" / f"{digest}-{platform}"
+    return user_cache(os.environ) / "build" / f"{digest}-{platform}"
 
 
 def make_layout(source: Path, build_dir: Path | None, platform: str) -> Layout:

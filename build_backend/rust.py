@@ -1,4 +1,5 @@
-"""Stage 5: the Rust runtime crate, built by maturin into the PyO3 extension (abi3)."""
+"""Stage 5: the Rust runtime, built by maturin into the PyO3 extension (abi3): rust/extension, which links
+rust/runtime's rlib."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from build_backend import log, rustc_wrapper
-from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout
+from build_backend import cargo_workspace, log, rustc_wrapper
+from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout, user_cache
 from buildcore.errors import BuildError
 from buildcore.process import run
 from buildcore.settings import Settings
@@ -24,6 +25,8 @@ OUT_DIRS = "cargo-out-dirs"
 OUT_DIRS_PREFIX = "/monarch-runtime/out-dirs"
 # pyo3's cross-compiling variables (PYO3_CROSS, PYO3_CROSS_LIB_DIR, PYO3_CROSS_PYTHON_VERSION, ...).
 PYO3_CROSS = "PYO3_CROSS"
+# The crate maturin builds: the cdylib that links rust/runtime.
+MANIFEST = Path("rust") / "extension" / "Cargo.toml"
 
 
 def _maturin(environ: Mapping[str, str]) -> list[str]:
@@ -40,26 +43,23 @@ def build_extension(
     toolchain: Toolchain, layout: Layout, settings: Settings, bridge_dir: Path | None, environ: Mapping[str, str]
 ) -> Path:
     """Build the extension; return the path of ``_native.abi3.so`` (extracted from maturin's wheel)."""
-    manifest = layout.source / "rust" / "runtime" / "Cargo.toml"
-    if not manifest.is_file():
-        raise BuildError(f"the runtime crate's manifest {manifest} is missing; is this a monarch-runtime checkout?")
+    if not (layout.source / MANIFEST).is_file():
+        raise BuildError(
+            f"the extension crate's manifest {layout.source / MANIFEST} is missing; is this a monarch-runtime checkout?"
+        )
     out = layout.sub("maturin")
     for old in out.glob("*.whl"):
         old.unlink()
     cargo_home = Path(environ.get("CARGO_HOME", Path.home() / ".cargo"))
-    out_dirs = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "monarch-runtime" / OUT_DIRS
+    cache = user_cache(environ)
+    out_dirs = cache / OUT_DIRS
     # The path maps (no build path in what rustc writes). Every crate gets CARGO_HOME's, where the registry's
-    # sources are, and that of the registry crates' build-script outputs (OUT_DIR), which the wrapper moves to
-    # copies under ``out_dirs``; only the checkout's own crates get the checkout's and the build directory's,
-    # through the wrapper (rustc_wrapper.py). So a registry crate's command line is the same from any checkout,
-    # and a compiler cache hits it from anywhere. The checkout's are appended after the others, in this order:
-    # rustc applies the last map that matches.
+    # sources are, and that of the build-script outputs (OUT_DIR), which the wrapper moves to copies under
+    # ``out_dirs``; only the workspace's own crates get the workspace's (and the build directory's where their
+    # OUT_DIR stays there), through the wrapper (rustc_wrapper.py). So a crate's command line is the same from
+    # any checkout, and a compiler cache hits it from anywhere. The workspace's are appended after the others,
+    # in this order: rustc applies the last map that matches.
     common_maps = [f"--remap-path-prefix={cargo_home}=/cargo", f"--remap-path-prefix={out_dirs}={OUT_DIRS_PREFIX}"]
-    checkout_maps = [
-        f"--remap-path-prefix={layout.build}={BUILD_PREFIX}",
-        f"--remap-path-prefix={layout.source}={SOURCE_PREFIX}",
-        *common_maps,
-    ]
     # CARGO_ENCODED_RUSTFLAGS separates flags with 0x1f, so paths with spaces stay whole; the user's
     # RUSTFLAGS (white-space separated, as cargo reads them) are kept in front.
     user_flags = (
@@ -72,14 +72,6 @@ def build_extension(
     # Cross-compiling (CARGO_BUILD_TARGET), or under pyo3's PYO3_CROSS* variables, pyo3's build script writes
     # into pyo3-build-config's OUT_DIR: that stays the build's own, not a copy every build shares.
     pyo3_writes = bool(environ.get("CARGO_BUILD_TARGET")) or any(k.startswith(PYO3_CROSS) for k in environ)
-    wrapper = rustc_wrapper.write(
-        layout.build,
-        checkout=layout.source,
-        registry=cargo_home,
-        checkout_flags=checkout_maps,
-        out_dirs=None if pyo3_writes else out_dirs,
-        launcher=launcher.program if launcher else None,
-    )
     # The target directory is maturin's --target-dir, not CARGO_TARGET_DIR: sccache hashes every CARGO_
     # variable of rustc's environment into each crate's key, and this one names the build directory.
     dropped = ("RUSTFLAGS", "CARGO_TARGET_DIR")
@@ -88,7 +80,6 @@ def build_extension(
         **toolchain.env,
         "MONARCH_GPU_PLATFORM": toolchain.platform,
         "CARGO_ENCODED_RUSTFLAGS": encoded_rustflags,
-        RUSTC_WRAPPER: os.fspath(wrapper),
     }
     host = toolchain.host
     if host is not None:  # detection's choices (toolchain/host.py); a user's own variables are left as they are
@@ -109,38 +100,53 @@ def build_extension(
     link_args: list[str] = []
     if toolchain.rpaths:
         link_args = ["-C", f"link-arg=-Wl,--enable-new-dtags,-rpath,{':'.join(toolchain.rpaths)}"]
-    args = [
-        *_maturin(environ),
-        "build",
-        "--manifest-path",
-        os.fspath(manifest),
-        "--out",
-        os.fspath(out),
-        "--target-dir",
-        os.fspath(layout.sub("cargo")),
-        "--features",
-        "extension-module",
-        "--interpreter",
-        sys.executable,
-        "--compatibility",
-        "linux",
-        "--auditwheel",
-        "skip",
-    ]
-    args += ["--profile", "dev"] if settings.debug else ["--release", "--strip"]
-    if settings.jobs:
-        args += ["--jobs", str(settings.jobs)]
-    if link_args:
-        args += ["--", *link_args]
-    with log.stage("cargo", f"maturin build of rust/runtime for {toolchain.platform}"):
-        run(
-            args,
-            env=env,
-            tmpdir=layout.tmp,
-            cwd=layout.build,
-            what="building the Rust extension with maturin",
-            fix="Is Rust installed (https://rustup.rs) and cargo on PATH?",
+    # Under a cache for rustc, the workspace's crates compile from a copy at a path of their own
+    # (cargo_workspace.py), so that they too hit the cache from any checkout.
+    with cargo_workspace.workspace(layout.source, cache / cargo_workspace.SLOTS if launcher else None) as root:
+        env[RUSTC_WRAPPER] = os.fspath(
+            rustc_wrapper.write(
+                layout.build,
+                workspace=root,
+                registry=cargo_home,
+                workspace_flags=[f"--remap-path-prefix={root}={SOURCE_PREFIX}", *common_maps],
+                build_flags=[f"--remap-path-prefix={layout.build}={BUILD_PREFIX}"],
+                out_dirs=None if pyo3_writes else out_dirs,
+                launcher=launcher.program if launcher else None,
+            )
         )
+        args = [
+            *_maturin(environ),
+            "build",
+            "--manifest-path",
+            os.fspath(root / MANIFEST),
+            "--out",
+            os.fspath(out),
+            "--target-dir",
+            os.fspath(layout.sub("cargo")),
+            "--features",
+            "extension-module",
+            "--interpreter",
+            sys.executable,
+            "--compatibility",
+            "linux",
+            "--auditwheel",
+            "skip",
+        ]
+        args += ["--profile", "dev"] if settings.debug else ["--release", "--strip"]
+        if settings.jobs:
+            args += ["--jobs", str(settings.jobs)]
+        if link_args:
+            args += ["--", *link_args]
+        where = "" if root == layout.source else f", the workspace copied to {root}"
+        with log.stage("cargo", f"maturin build of rust/extension for {toolchain.platform}{where}"):
+            run(
+                args,
+                env=env,
+                tmpdir=layout.tmp,
+                cwd=layout.build,
+                what="building the Rust extension with maturin",
+                fix="Is Rust installed (https://rustup.rs) and cargo on PATH?",
+            )
     wheels = sorted(out.glob("*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"maturin produced {len(wheels)} wheels in {out}, expected one.")

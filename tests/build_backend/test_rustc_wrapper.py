@@ -1,8 +1,9 @@
-"""The build's RUSTC_WRAPPER (build_backend/rustc_wrapper.py, written by rust.py): the checkout's own crates,
-and only they, get the checkout's path maps; every crate runs through the compiler cache (or the user's own
-RUSTC_WRAPPER); and the registry's crates get command lines that are the same from two checkouts, so that a
-compiler cache hits them from anywhere (sccache hashes rustc's arguments, less --out-dir, -L and --extern, with
-its working directory and its CARGO_ variables)."""
+"""The build's RUSTC_WRAPPER (build_backend/rustc_wrapper.py, written by rust.py): the workspace's own crates,
+and only they, get the workspace's path maps; every crate runs through the compiler cache (or the user's own
+RUSTC_WRAPPER); and under a cache every crate, the registry's and the workspace's (built from a copy at a path
+of its own, cargo_workspace.py), gets a command line that is the same from two checkouts, so that the cache
+hits it from anywhere (sccache hashes rustc's arguments, less --out-dir, -L and --extern, with its working
+directory and its CARGO_ variables)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from build_backend import rust, rustc_wrapper
+from build_backend import cargo_workspace, rust, rustc_wrapper
 from build_backend.paths import BUILD_PREFIX, SOURCE_PREFIX, Layout, make_layout
 from buildcore.settings import Settings, load
 from buildcore.toolchain import Toolchain, launcher
@@ -101,12 +102,12 @@ def echo(tmp_path: Path) -> Path:
     return exe
 
 
-def test_only_the_checkouts_crates_get_its_flags(tmp_path: Path, echo: Path) -> None:
+def test_only_the_workspaces_crates_get_its_flags(tmp_path: Path, echo: Path) -> None:
     source = tmp_path / "it's a checkout" / "src"  # a quote and a space survive the shell
     cargo_home = source / ".cargo"  # inside the checkout: its crates are still the registry's
     flags = [f"--remap-path-prefix={source}=/s", "--cfg=x y"]
     wrapper = rustc_wrapper.write(
-        tmp_path, checkout=source, registry=cargo_home, checkout_flags=flags, out_dirs=None, launcher=os.fspath(echo)
+        tmp_path, workspace=source, registry=cargo_home, workspace_flags=flags, out_dirs=None, launcher=os.fspath(echo)
     )
     assert wrapper == tmp_path / rustc_wrapper.WRAPPER_NAME and os.access(wrapper, os.X_OK)
     rustc = ["/opt/rust/bin/rustc", "--crate-name", "k", "src/lib.rs"]
@@ -116,7 +117,7 @@ def test_only_the_checkouts_crates_get_its_flags(tmp_path: Path, echo: Path) -> 
         assert run_wrapper(wrapper, other, *rustc) == ["", *rustc], other  # unchanged, through the launcher
     # No launcher: the command runs itself.
     direct = rustc_wrapper.write(
-        tmp_path, checkout=source, registry=cargo_home, checkout_flags=flags, out_dirs=None, launcher=None
+        tmp_path, workspace=source, registry=cargo_home, workspace_flags=flags, out_dirs=None, launcher=None
     )
     assert run_wrapper(direct, str(source / "rust"), os.fspath(echo), "-vV") == ["", "-vV", *flags]
     assert run_wrapper(direct, None, os.fspath(echo), "-vV") == ["", "-vV"]
@@ -129,9 +130,9 @@ def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_pat
     registry_crate = str(cargo_home / "registry" / "src" / "pyo3-build-config-0.26.0")
     wrapper = rustc_wrapper.write(
         tmp_path,
-        checkout=tmp_path / "src",
+        workspace=tmp_path / "src",
         registry=cargo_home,
-        checkout_flags=[],
+        workspace_flags=[],
         out_dirs=store,
         launcher=os.fspath(echo),
     )
@@ -151,9 +152,13 @@ def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_pat
         assert (copy / "pyo3-build-config.txt").read_text() == "implementation=CPython\n"
         assert (copy / "pyo3-build-config.txt").stat().st_mtime == 1_600_000_000  # or cargo rebuilds next time
     assert sorted(p.name for p in store.iterdir()) == sorted({p.name for p in seen})  # nothing half-made left
+    # A workspace crate's OUT_DIR moves too (the build directory's path stays out of its command line).
     member_out = tmp_path / "build-a" / "cargo" / "release" / "build" / "rocm_compat-1" / "out"
     member_out.mkdir(parents=True)
-    assert run_wrapper(wrapper, str(tmp_path / "src" / "rust"), "rustc", OUT_DIR=str(member_out))[0] == str(member_out)
+    (member_out / "libshim.a").write_bytes(b"!<arch>\n")
+    moved = run_wrapper(wrapper, str(tmp_path / "src" / "rust"), "rustc", OUT_DIR=str(member_out), CARGO_PKG_NAME="rc")
+    assert Path(moved[0]).parent == store and Path(moved[0]).name.startswith("rc-"), moved
+    assert (Path(moved[0]) / "libshim.a").read_bytes() == b"!<arch>\n" and moved[1:] == ["rustc"]
     assert run_wrapper(wrapper, registry_crate, "rustc", OUT_DIR=str(tmp_path / "none"))[0] == str(tmp_path / "none")
     # A copy that is not what its name says (changed by hand): OUT_DIR is left as it is.
     (seen[2] / "sub" / "more.rs").write_text("// changed\n")
@@ -162,14 +167,42 @@ def test_a_registry_crates_out_dir_moves_to_a_copy_named_by_its_contents(tmp_pat
     assert again[0] == str(other_out)
     blocked = rustc_wrapper.write(
         tmp_path,
-        checkout=tmp_path / "src",
+        workspace=tmp_path / "src",
         registry=cargo_home,
-        checkout_flags=[],
+        workspace_flags=[],
         out_dirs=tmp_path / "file" / "x",
         launcher=os.fspath(echo),
     )
     (tmp_path / "file").write_text("not a directory")
     assert run_wrapper(blocked, registry_crate, "rustc", OUT_DIR=str(member_out))[0] == str(member_out)
+
+
+def test_a_workspace_crate_whose_out_dir_stays_gets_the_build_directorys_map(tmp_path: Path, echo: Path) -> None:
+    """The build directory's map goes only to a workspace crate that compiles against an OUT_DIR there (no copy
+    could be made), before the workspace's own maps; a crate without one, or with a copy, gets none."""
+    build, source = tmp_path / "build dir", tmp_path / "src"
+    out_dir = build / "cargo" / "release" / "build" / "rocm_compat-1" / "out"
+    out_dir.mkdir(parents=True)
+    ws_flags, build_flags = [f"--remap-path-prefix={source}=/s"], [f"--remap-path-prefix={build}=/b"]
+    crate = str(source / "rust" / "rocm_compat")
+    for store, expected in (
+        (tmp_path / "file" / "x", [*build_flags, *ws_flags]),  # no copy possible: OUT_DIR stays in the build
+        (tmp_path / "store", ws_flags),
+        (None, [*build_flags, *ws_flags]),  # nothing moved
+    ):
+        (tmp_path / "file").write_text("not a directory")
+        wrapper = rustc_wrapper.write(
+            build,
+            workspace=source,
+            registry=tmp_path / "cargo",
+            workspace_flags=ws_flags,
+            build_flags=build_flags,
+            out_dirs=store,
+            launcher=os.fspath(echo),
+        )
+        assert run_wrapper(wrapper, crate, "rustc", OUT_DIR=str(out_dir))[1:] == ["rustc", *expected], store
+        assert run_wrapper(wrapper, crate, "rustc")[1:] == ["rustc", *ws_flags]  # no build script
+        assert run_wrapper(wrapper, str(tmp_path / "cargo" / "x"), "rustc", OUT_DIR=str(out_dir))[1:] == ["rustc"]
 
 
 # --- what rust.py gives cargo ------------------------------------------------------------------------------
@@ -213,8 +246,15 @@ def test_cargo_gets_the_wrapper_and_no_build_path(tmp_path: Path, monkeypatch: p
     assert env["RUSTC_WRAPPER"] == str(wrapper)
     text = wrapper.read_text()
     assert f"exec {exe} " in text
-    for prefix, to in ((layout.build, BUILD_PREFIX), (layout.source, SOURCE_PREFIX), (cargo_home, "/cargo")):
+    # Under a cache for rustc (the user's own here) cargo builds a copy of the workspace, in the first slot.
+    slot = tmp_path / "cache" / "monarch-runtime" / cargo_workspace.SLOTS / "0"
+    assert args[args.index("--manifest-path") + 1] == str(slot / "rust" / "extension" / "Cargo.toml")
+    assert (slot / "rust" / "runtime" / "src" / "lib.rs").read_bytes() == (
+        ROOT / "rust/runtime/src/lib.rs"
+    ).read_bytes()
+    for prefix, to in ((layout.build, BUILD_PREFIX), (slot, SOURCE_PREFIX), (cargo_home, "/cargo")):
         assert f"--remap-path-prefix={prefix}={to}" in text
+    assert str(layout.source) not in text
     store = tmp_path / "cache" / "monarch-runtime" / rust.OUT_DIRS
     assert f"mkdir -p {store} " in text  # where the registry crates' OUT_DIRs go
     # Every crate: the user's flags, and the maps of CARGO_HOME and of those copies; nothing of the checkout
@@ -271,14 +311,17 @@ def checkout(dest: Path) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo not installed")
-def test_registry_crates_get_the_same_command_line_from_two_checkouts(
+def test_every_crate_gets_the_same_command_line_from_two_checkouts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """cargo builds rocm_compat (two workspace crates and a build script of its own; the registry's cc, shlex,
     find-msvc-tools) with what rust.py gives it, in two checkouts at different places with build directories
-    of their own, through a recording RUSTC_WRAPPER of the user's."""
+    of their own, through a recording RUSTC_WRAPPER of the user's: every compile, the workspace's crates' too,
+    has the same arguments (as sccache hashes them), working directory and CARGO_ variables from both, and
+    none names either checkout or build directory."""
     runs: dict[str, list[Call]] = {}
     layouts: dict[str, Layout] = {}
+    slot = tmp_path / "cache" / "monarch-runtime" / cargo_workspace.SLOTS / "0"
     for name, where in (("a", tmp_path / "a" / "src"), ("b", tmp_path / "elsewhere" / "deeper" / "src")):
         exe, calls = recorder(tmp_path / f"rec-{name}")
         layout = make_layout(checkout(where), tmp_path / f"build-{name}", "cpu")
@@ -286,35 +329,36 @@ def test_registry_crates_get_the_same_command_line_from_two_checkouts(
         drop = ("CARGO_TARGET_DIR", "CARGO_BUILD_", "CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "RUSTC_")
         environ = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         environ["RUSTC_WRAPPER"] = str(exe)
-        environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the registry crates' OUT_DIR copies: one place
+        environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the OUT_DIR copies and the slots: one place
+        environ["CARGO_INCREMENTAL"] = "0"  # as the build sets it under sccache (incremental dirs are per build)
         args, env = cargo_setup(monkeypatch, layout, environ)
         target = args[args.index("--target-dir") + 1]
-        cargo = ["cargo", "build", "--quiet", "-p", "rocm_compat", "--manifest-path", str(where / "Cargo.toml")]
+        manifest = Path(args[args.index("--manifest-path") + 1])
+        assert manifest.is_relative_to(slot), manifest  # synced from this checkout (the lock is let go)
+        cargo = ["cargo", "build", "--quiet", "-p", "rocm_compat", "--manifest-path", str(slot / "Cargo.toml")]
         proc = subprocess.run(
             [*cargo, "--target-dir", target], env=env, cwd=layout.build, capture_output=True, text=True, check=False
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         # The crates' compiles (cargo's probes, rustc -vV and --print, name no manifest directory).
         runs[name], layouts[name] = [c for c in read_calls(calls) if c.manifest_dir], layout
+    cargo_home = Path(env.get("CARGO_HOME", Path.home() / ".cargo"))
+    store = tmp_path / "cache" / "monarch-runtime" / rust.OUT_DIRS
+    common = (f"--remap-path-prefix={cargo_home}=/cargo", f"--remap-path-prefix={store}={rust.OUT_DIRS_PREFIX}")
     for name, calls in runs.items():
         source, build = str(layouts[name].source), str(layouts[name].build)
-        members = [c for c in calls if is_member(c, source)]
-        registry = [c for c in calls if not is_member(c, source)]
+        members = [c for c in calls if is_member(c, str(slot))]
+        registry = [c for c in calls if not is_member(c, str(slot))]
         assert {"rocm_compat", "host_collectives", "build_script_build"} <= {c.crate for c in members}
         assert {"cc", "shlex"} <= {c.crate for c in registry}
-        cargo_home = Path(env.get("CARGO_HOME", Path.home() / ".cargo"))
-        store = tmp_path / "cache" / "monarch-runtime" / rust.OUT_DIRS
-        common = (f"--remap-path-prefix={cargo_home}=/cargo", f"--remap-path-prefix={store}={rust.OUT_DIRS_PREFIX}")
-        for c in members:  # the checkout's maps, last
-            assert c.argv[-4:] == (
-                f"--remap-path-prefix={build}={BUILD_PREFIX}",
-                f"--remap-path-prefix={source}={SOURCE_PREFIX}",
-                *common,
-            ), c.argv
-        for c in registry:  # the common maps alone, and no path of the checkout in what sccache hashes
+        for c in members:  # the workspace's map, then the common ones, last; no build directory's
+            assert c.argv[-3:] == (f"--remap-path-prefix={slot}={SOURCE_PREFIX}", *common), c.argv
+            assert c.cwd == str(slot), c.cwd
+        for c in registry:  # the common maps alone
             assert tuple(a for a in c.argv if a.startswith("--remap-path-prefix=")) == common, c.argv
+        for c in calls:  # no path of the checkout or its build directory in what sccache hashes
             assert not [a for a in (*c.key(), c.cwd, *c.env) if source in a or build in a], c
-    a, b = ({(c.crate, c.manifest_dir): c for c in runs[n] if not is_member(c, str(layouts[n].source))} for n in "ab")
+    a, b = ({(c.crate, c.manifest_dir): c for c in runs[n]} for n in "ab")
     assert a.keys() == b.keys()
     for crate, call in a.items():
         assert (call.key(), call.cwd, call.env) == (b[crate].key(), b[crate].cwd, b[crate].env), crate
