@@ -31,20 +31,21 @@ def mounts_under(path: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("make", "6.3", "/tmp/x"), "has no recipe"),
+        (("make", "6.3", "{dest}"), "has no recipe"),
         (("make",), "which ROCm"),
         (("make", "7.2"), "no directory given"),
-        (("make", "6.4", "/tmp/x", "--with-hipify-clang"), "7.2 only"),
-        (("make", "7.2", "/tmp/x", "--bogus"), "unknown option"),
+        (("make", "6.4", "{dest}", "--with-hipify-clang"), "7.2 only"),
+        (("make", "7.2", "{dest}", "--bogus"), "unknown option"),
         (("run", "/nonexistent-root", "--", "true"), "not a finished ROCm root"),
         (("frobnicate",), "usage"),
     ],
 )
-def test_bad_requests_are_one_clear_line(args: tuple[str, ...], needle: str) -> None:
-    proc = script(*args)
+def test_bad_requests_are_one_clear_line(args: tuple[str, ...], needle: str, tmp_path: Path) -> None:
+    dest = tmp_path / "root"  # a directory of this test's own: nothing may be made there
+    proc = script(*(a.format(dest=dest) for a in args))
     assert proc.returncode != 0
     assert needle in proc.stderr and "[rocm-root] error:" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and not Path("/tmp/x").exists()
+    assert "Traceback" not in proc.stderr and not dest.exists() and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.fault
