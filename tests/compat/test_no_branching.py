@@ -69,6 +69,7 @@ def test_the_scan_covers_the_other_crates_and_csrc() -> None:
     files = {p.relative_to(REPO).as_posix() for p in _files(REPO)}
     assert "rust/runtime/src/lib.rs" in files
     assert "rust/runtime/Cargo.toml" in files
+    assert "rust/extension/src/lib.rs" in files and "rust/extension/Cargo.toml" in files
     assert any(f.startswith("csrc/") and f.endswith(".cu") for f in files)
     assert not any(f.startswith("rust/rocm_compat/") for f in files)
 
