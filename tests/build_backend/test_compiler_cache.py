@@ -236,6 +236,21 @@ def test_a_wheel_built_through_the_cache_is_the_same_wheel(
         assert _stats(built.log, "Cache misses (HIP)") >= 2, built.log[-3000:]  # the bridge's two .hip files
         assert _stats(built.log, "Cache misses (Rust)") >= 10, built.log[-3000:]
         assert _stats(built.log, "Cache write errors") == 0
+        assert "the workspace copied to " in built.log, built.log[-3000:]  # cargo built the slot's copy
+        # What sccache keeps of a crate is what the build directory holds (a hit restores it byte for byte):
+        # no path of the tree, the build directory or the workspace's slot. The OUT_DIR copies' directory only
+        # in pyo3-build-config, which compiles its OUT_DIR's path into its code (what the copy is for; its code
+        # runs in build scripts, never in the extension).
+        libs = sorted((built.build_dir / "cargo" / "release" / "deps").glob("*.r*"))  # .rlib and .rmeta
+        assert len(libs) >= 20, libs
+        needles = {str(built.source).encode(), str(built.build_dir).encode(), str(tmp_path.parent).encode()}
+        needles.add(b"cargo-workspaces")
+        for lib in libs:
+            data = lib.read_bytes()
+            found = [n for n in needles if n in data]
+            if not lib.name.startswith("libpyo3_build_config-"):
+                found += [b"cargo-out-dirs"] if b"cargo-out-dirs" in data else []
+            assert not found, f"{lib.name} (kept by sccache) holds {found}"
         return
     env = {"CCACHE_DIR": str(cache_dir)}
     stats = run_in_root("7.2", ["ccache", "--print-stats"], binds=[cache_dir], env=env, check=True)
