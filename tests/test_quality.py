@@ -22,12 +22,18 @@ def test_mypy_strict() -> None:
     assert proc.returncode == 0, proc.stdout[-5000:]
 
 
+PYTHON_DIRS = ("buildcore", "build_backend", "tools", "ci", "tests", "bench", "python")
+
+
 def test_ruff() -> None:
     proc = subprocess.run(
-        [str(BIN / "ruff"), "check", "buildcore", "build_backend", "tools", "ci", "tests", "bench"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+        [str(BIN / "ruff"), "check", *PYTHON_DIRS], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout[-5000:]
+
+
+def test_ruff_format() -> None:
+    proc = subprocess.run(
+        [str(BIN / "ruff"), "format", "--check", *PYTHON_DIRS], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]

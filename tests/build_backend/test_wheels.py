@@ -69,7 +69,9 @@ def test_wheel_name_version_and_build_info(flavour: str, built_wheels: dict[str,
     assert "monarch_runtime/_native.abi3.so" in names
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     # Unconditional requirements: only NCCL's wheel, for the CUDA build (the [torchft] extra's are marked).
-    assert [r for r in requires if "extra ==" not in r] == (["Requires-Dist: nvidia-nccl-cu13"] if flavour == "cuda" else [])
+    assert [r for r in requires if "extra ==" not in r] == (
+        ["Requires-Dist: nvidia-nccl-cu13"] if flavour == "cuda" else []
+    )
 
 
 @pytest.mark.parametrize("flavour", ["cpu", "cuda", "rocm"])
