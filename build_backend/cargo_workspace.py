@@ -106,6 +106,7 @@ def _sync(source: Path, slot: Path) -> None:
     wanted = sources(source)
     keep = {slot / rel for rel in wanted}
     for rel in wanted:
+        _make_parents(slot, rel)
         _sync_file(source / rel, slot / rel)
         keep.update((slot / rel).parents)
     # What the checkout no longer has (a removed file, or another checkout's).
@@ -134,20 +135,28 @@ def _sync(source: Path, slot: Path) -> None:
                 os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def _make_parents(slot: Path, rel: Path) -> None:
+    """The directories above ``slot / rel``, where another checkout may have left a file (or a link) instead."""
+    here = slot
+    for part in rel.parts[:-1]:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            here.unlink()
+        here.mkdir(exist_ok=True)
+
+
 def _sync_file(src: Path, dst: Path) -> None:
     if dst.is_dir() and not dst.is_symlink():
         shutil.rmtree(dst)
     if src.is_symlink():
         target = os.readlink(src)
         if not (dst.is_symlink() and os.readlink(dst) == target):
-            dst.parent.mkdir(parents=True, exist_ok=True)
             dst.unlink(missing_ok=True)
             os.symlink(target, dst)
         return
     st = src.stat()
     data = src.read_bytes()
     if dst.is_symlink() or not dst.is_file() or dst.read_bytes() != data:
-        dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(f".{dst.name}.partial")
         tmp.write_bytes(data)
         tmp.replace(dst)

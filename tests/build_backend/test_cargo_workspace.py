@@ -57,6 +57,12 @@ def test_the_copy_is_the_checkout_with_its_times(tmp_path: Path) -> None:
     (target / "big.rlib").write_bytes(b"x")
     (source / "Cargo.lock").unlink()
     (store / "0" / "rust" / "stray.txt").write_text("another checkout's file\n")
+    # Where this checkout has a directory the slot has a file, and the other way round.
+    (source / "rust" / "runtime" / "src" / "gpu.rs").unlink()
+    (source / "rust" / "runtime" / "src" / "gpu.rs").mkdir()
+    (source / "rust" / "runtime" / "src" / "gpu.rs" / "mod.rs").write_text("// a module directory now\n")
+    shutil.rmtree(source / "rust" / "rocm_compat" / "shim" / "generated")
+    (source / "rust" / "rocm_compat" / "shim" / "generated").write_text("a file now\n")
     with cargo_workspace.workspace(source, store) as root:
         assert tree(root) == tree(source)
         assert not (root / "rust" / "rocm_compat" / "build.rs").exists()
