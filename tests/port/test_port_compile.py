@@ -3,6 +3,7 @@ One arch per side keeps each compile to a few seconds on 2 cores."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,22 @@ def test_messages_in_a_hipified_header_map_to_the_cuda_header(tools_cli: Runner,
     assert f"      7 | {line}" in proc.stdout
     assert "warp_total_hip.cuh" not in proc.stdout.split("compile\n", 1)[1].split("port: FAILED")[0]
     assert "CUDA  ok" in proc.stdout
+
+
+def test_defines_reach_hipify_and_both_compiles(tools_cli: Runner, port_env: dict[str, str], tmp_path: Path) -> None:
+    """-D/-U as the build gives them: hipify leaves out what they decide against (the inline PTX under an
+    undefined macro) and both compilers get them (the #error unless SQUARE_MODE=2), in the report too."""
+    src = KERNELS / "macros.cu"
+    bare = tools_cli("port", src, *ARCHS, env=port_env)
+    assert bare.returncode == 1
+    assert "CUDA  FAILED" in bare.stdout and "ROCm  FAILED" in bare.stdout, bare.stdout  # the #error, both sides
+    assert "asm" in bare.stdout  # the PTX branch is undecided: reported
+    report = tmp_path / "macros.json"
+    built = tools_cli("port", src, *ARCHS, "-D", "SQUARE_MODE=2", "-U", "USE_PTX_FMA", "--report", report, env=port_env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "with -DSQUARE_MODE=2 -UUSE_PTX_FMA" in built.stdout
+    assert "CUDA  ok" in built.stdout and "ROCm  ok" in built.stdout and "findings: 0 (0 blocking)" in built.stdout
+    assert json.loads(report.read_text())["defines"] == ["-DSQUARE_MODE=2", "-UUSE_PTX_FMA"]
+    ptx = tools_cli("port", src, *ARCHS, "-D", "SQUARE_MODE=2", "-D", "USE_PTX_FMA", env=port_env)
+    assert ptx.returncode == 1
+    assert "CUDA  ok" in ptx.stdout and "ROCm  FAILED" in ptx.stdout, ptx.stdout  # the PTX, now compiled

@@ -139,6 +139,9 @@ def test_bad_report_name_is_a_usage_error(tools_cli: Runner, bare_env: dict[str,
         ([str(HAZARDS / "clean.cu"), "--hip-version", "five"], "bad HIP version"),
         ([str(HAZARDS / "clean.cu"), str(HAZARDS / "lane_math.cu"), "--add"], "exactly one .cu file"),
         ([str(HAZARDS / "clean.cu"), "--name", "x"], "--name and --entry go with --add"),
+        ([str(HAZARDS / "clean.cu"), "-D", "2FAST"], "bad define '2FAST'"),
+        ([str(HAZARDS / "clean.cu"), "-U", "X=1"], "bad define 'X=1'"),
+        ([str(HAZARDS / "clean.cu"), "--add", "-D", "FAST"], "the build compiles csrc/ without your -D/-U"),
     ],
 )
 def test_usage_errors_are_one_line(tools_cli: Runner, bare_env: dict[str, str], args: list[str], message: str) -> None:

@@ -106,8 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_build_options(ap: argparse.ArgumentParser) -> None:
-    """``-D``/``-U`` and ``--cuda-units``: what the build compiles, and how (``tools hipify`` and ``tools lint``).
-    The defines land in ``macros`` as ``("D" | "U", text)`` in command-line order."""
+    """``-D``/``-U`` and ``--cuda-units``: what the build compiles, and how (``tools hipify`` and ``tools lint``)."""
+    add_macro_options(ap)
+    ap.add_argument(
+        "--cuda-units",
+        default=".cu",
+        metavar="SUFFIXES",
+        help="comma-separated suffixes of the files the build compiles as CUDA (default .cu): blocking findings "
+        "count in them and the headers they include",
+    )
+
+
+def add_macro_options(ap: argparse.ArgumentParser) -> None:
+    """``-D``/``-U``: the macros the build defines and undefines (also ``tools port``). They land in ``macros``
+    as ``("D" | "U", text)`` in command-line order (``build_defines`` checks them)."""
     import argparse  # noqa: PLC0415 - start-up time: see _fast_parse
 
     class Macro(argparse.Action):
@@ -126,13 +138,6 @@ def add_build_options(ap: argparse.ArgumentParser) -> None:
         help="a macro the build defines (as the compile gets it): branches it decides against are not reported",
     )
     ap.add_argument("-U", "--undefine", action=Macro, const="U", metavar="NAME", help="a macro the build undefines")
-    ap.add_argument(
-        "--cuda-units",
-        default=".cu",
-        metavar="SUFFIXES",
-        help="comma-separated suffixes of the files the build compiles as CUDA (default .cu): blocking findings "
-        "count in them and the headers they include",
-    )
 
 
 def build_defines(macros: list[tuple[str, str]]) -> list[tuple[str, str | None]]:

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from buildcore.errors import BuildError
 from tools.errors import ToolError
+from tools.hipify.cli import add_macro_options, build_defines
 from tools.hipify.tree import parse_hip_version
 from tools.port.engine import PortRequest, PortResult, run_port
 from tools.port.render import COLOR_CHOICES, ProgressLine, Style, format_result, interactive, use_colour
@@ -79,6 +80,7 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
         help="a directory of headers the sources include (repeatable; as the compiler's -I): they are hipified with "
         "the sources and passed to both compiles",
     )
+    add_macro_options(ap)
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel compiles (default 2)")
     ap.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="colour output (default: on a terminal)")
     ap.add_argument(
@@ -165,6 +167,7 @@ def request_from_args(args: argparse.Namespace, files: Sequence[Path], environ: 
         work_dir=Path(os.path.abspath(args.output)) if args.output else None,
         jobs=args.jobs,
         mappings=args.mappings,
+        defines=build_defines(args.macros),
     )
 
 
@@ -211,6 +214,12 @@ def main(argv: list[str]) -> int:
     kernels = [f for f in args.files if f.suffix == ".cu"]
     if args.add and len(kernels) != 1:
         raise ToolError(f"--add registers one kernel: give exactly one .cu file (got {len(kernels)})")
+    if args.add and args.macros:
+        given = " ".join(f"-{kind} {text}" for kind, text in args.macros)
+        raise ToolError(
+            f"--add with {given}: the build compiles csrc/ without your -D/-U, so a kernel registered with them "
+            "would not be the one that was checked. Port it without them (put what they select in the source)."
+        )
     request = request_from_args(args, args.files, environ)
     csrc = Path(os.path.abspath(args.project)) / "csrc"
     extra = [d for d in request.include_dirs if d != csrc]  # the user's -I directories

@@ -145,6 +145,8 @@ class PortRequest:
     work_dir: Path | None = None  # None: a temporary directory
     jobs: int = 2
     mappings: Path | None = None  # hipify mapping overrides
+    # The build's -D/-U, in order ((name, None) for -U): for hipify's scope and for both compiles.
+    defines: Sequence[tuple[str, str | None]] = ()
 
 
 @dataclass
@@ -306,11 +308,12 @@ def _compile(
     environ: Mapping[str, str],
     tool_tmp: Path,
     mapper: OutputMapper,
+    defines: Sequence[tuple[str, str | None]] = (),
 ) -> UnitResult:
     obj.parent.mkdir(parents=True, exist_ok=True)
     depfile = obj.with_name(obj.name + ".d")
     depfile.unlink(missing_ok=True)
-    cmd = compile_command(side, compiled, obj, include_dirs, depfile=depfile)
+    cmd = compile_command(side, compiled, obj, include_dirs, depfile=depfile, defines=defines)
     started = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -333,7 +336,7 @@ def _compile(
     if read is None and rc != 0 and side.name == "rocm":  # (nvcc writes it also when the compile fails)
         try:
             subprocess.run(
-                deps_command(side, compiled, include_dirs, depfile),
+                deps_command(side, compiled, include_dirs, depfile, defines),
                 capture_output=True,
                 env=compile_env(side, environ, tool_tmp),
                 timeout=COMPILE_TIMEOUT_S,
@@ -466,7 +469,13 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
         staged.roots,
         out_root,
         # the files port compiles are compiled as HIP: its units count as CUDA units (tools/hipify/scope.py)
-        HipifyOptions(hip_version=version, mapping_overrides=request.mappings, jobs=1, cuda_units=COMPILE_SUFFIXES),
+        HipifyOptions(
+            hip_version=version,
+            mapping_overrides=request.mappings,
+            jobs=1,
+            cuda_units=COMPILE_SUFFIXES,
+            defines=request.defines,
+        ),
     )
     done += 1
     findings = [
@@ -520,6 +529,7 @@ def _run(request: PortRequest, work: Path, tool_tmp: Path, tick: Progress, start
                     environ=request.environ,
                     tool_tmp=tool_tmp,
                     mapper=mapper,
+                    defines=request.defines,
                 ),
             )
             for side, unit, compiled, obj, incs in jobs

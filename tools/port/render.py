@@ -10,7 +10,7 @@ from typing import TextIO
 
 from tools.hipify import Finding
 from tools.port.engine import Diagnostic, PortResult, SideResult, first_sentence, shown
-from tools.port.toolkits import display_archs
+from tools.port.toolkits import display_archs, macro_flags
 
 COLOR_CHOICES = ("auto", "always", "never")
 MAX_DIAGNOSTICS = 20  # per side on the terminal; the report has all of them
@@ -244,6 +244,7 @@ def format_result(
         + f"{len(result.sources)} file{'s' if len(result.sources) != 1 else ''} "
         + f"({given} translation unit{'s' if given != 1 else ''}, {headers} other), "
         + f"target HIP {_version(result.hip_version)}"
+        + (f", with {' '.join(macro_flags(result.request.defines))}" if result.request.defines else "")
     ]
     for side in result.sides.values():
         lines.append(f"  {side.side.describe() if side.status != 'skipped' else side.label + ': skipped'}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from tools.errors import ToolError
 from tools.port.engine import PortResult, SideResult, first_sentence, shown
 from tools.port.render import caret_line, source_line
-from tools.port.toolkits import SIDE_LABEL, SIDES, display_archs
+from tools.port.toolkits import SIDE_LABEL, SIDES, display_archs, macro_flags
 
 FORMATS = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".json": "json"}
 JSON_SCHEMA = "monarch-runtime/port-report/v1"
@@ -53,6 +53,7 @@ def _summary_rows(result: PortResult, strict: bool) -> list[tuple[str, str]]:
         ("Verdict", "FAILED" if problems else "passes"),
         ("Files", ", ".join(shown(p) for p in result.sources)),
         ("Target HIP", _version(result.hip_version)),
+        *([("Defines", " ".join(macro_flags(result.request.defines)))] if result.request.defines else []),
         ("Findings", f"{len(result.findings)} ({len(result.blocking)} blocking)"),
     ]
     rows += [(f"{SIDE_LABEL[n]} compile", _side_status(result.sides.get(n), n)) for n in SIDES]
@@ -283,6 +284,7 @@ def json_report(result: PortResult, *, title: str, strict: bool) -> dict[str, ob
         "verdict": "FAILED" if problems else "passes",
         "problems": problems,
         "hip_version": _version(result.hip_version) if result.hip_version else None,
+        "defines": macro_flags(result.request.defines),
         "files": [str(p) for p in result.sources],
         "findings": [f.to_json() for f in result.findings],
         "blocking": len(result.blocking),

@@ -83,10 +83,22 @@ def find_side(
     return Side(name, tc)
 
 
+def macro_flags(defines: Sequence[tuple[str, str | None]]) -> list[str]:
+    """``(name, value)`` as the compilers take them: ``-DNAME=VALUE``, or ``-UNAME`` for value None."""
+    return [f"-U{name}" if value is None else f"-D{name}={value}" for name, value in defines]
+
+
 def compile_command(
-    side: Side, source: Path, obj: Path, include_dirs: Sequence[Path], *, depfile: Path | None = None
+    side: Side,
+    source: Path,
+    obj: Path,
+    include_dirs: Sequence[Path],
+    *,
+    depfile: Path | None = None,
+    defines: Sequence[tuple[str, str | None]] = (),
 ) -> list[str]:
-    """The command that compiles one translation unit as the build does (CMake's flags, without CMake); with
+    """The command that compiles one translation unit as the build does (CMake's flags, without CMake), with the
+    user's ``defines`` (``-D NAME=VALUE``; value None: ``-U NAME``) after the build's own, in their order; with
     ``depfile``, it also writes the files it read there (``-MD -MF``, as Ninja's builds do: nvcc and HIP-Clang)."""
     tc = side.toolchain
     assert tc is not None and tc.compiler is not None
@@ -98,6 +110,7 @@ def compile_command(
         extra = dict.fromkeys(d for _name, d in tc.libraries if d not in searched)
         includes += [f"-isystem{d}" for d in extra]
     define = f'-D{COLLECTIVE_SONAME_MACRO}="{tc.collective_soname}"'
+    user = macro_flags(defines)
     deps = ["-MD", "-MF", os.fspath(depfile)] if depfile is not None else []
     if side.name == "cuda":
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in tc.archs]
@@ -115,6 +128,7 @@ def compile_command(
             *gencode,
             *includes,
             define,
+            *user,
             *deps,
             "-c",
             os.fspath(source),
@@ -140,6 +154,7 @@ def compile_command(
         "-fPIC",
         *includes,
         define,
+        *user,
         *deps,
         "-c",
         os.fspath(source),
@@ -148,11 +163,17 @@ def compile_command(
     ]
 
 
-def deps_command(side: Side, source: Path, include_dirs: Sequence[Path], depfile: Path) -> list[str]:
+def deps_command(
+    side: Side,
+    source: Path,
+    include_dirs: Sequence[Path],
+    depfile: Path,
+    defines: Sequence[tuple[str, str | None]] = (),
+) -> list[str]:
     """A preprocessing-only run that lists what ``source`` includes in ``depfile`` (``-M -MG``: a missing header is
     listed, not fatal), with the compile's flags: for a ROCm unit whose compile failed (HIP-Clang then writes no
     dependency file: the host pass, which writes it, never runs). The host pass's view of the includes."""
-    cmd = compile_command(side, source, Path(os.devnull), include_dirs)
+    cmd = compile_command(side, source, Path(os.devnull), include_dirs, defines=defines)
     at = cmd.index("-c")
     return [*cmd[:at], "--cuda-host-only", "-M", "-MG", "-MF", os.fspath(depfile), os.fspath(source)]
 
