@@ -43,6 +43,19 @@ fn rustc_minor() -> Option<u32> {
         .ok()
 }
 
+/// The bridge (`libmonarch_bridge.a`), linked into the extension, not bundled into this crate's rlib: nvcc's
+/// objects differ from one compile to the next in what the final link drops, and a bundled copy would make
+/// this crate's rlib differ too, a compiler-cache miss for it whenever the bridge was compiled again.
+fn link_bridge(bridge: &std::path::Path) {
+    println!("cargo:rustc-link-search=native={}", bridge.display());
+    println!("cargo:rustc-link-lib=static:-bundle=monarch_bridge");
+    // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate's code).
+    println!(
+        "cargo:rerun-if-changed={}",
+        bridge.join("libmonarch_bridge.a").display()
+    );
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=shim");
@@ -58,19 +71,14 @@ fn main() {
                 .include(home.join("include"))
                 .flag_if_supported("-ffile-prefix-map=/=/")
                 .compile("mr_device_shim");
-            println!("cargo:rustc-link-search=native={}", bridge.display());
-            println!("cargo:rustc-link-lib=static=monarch_bridge");
-            // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate).
-            println!(
-                "cargo:rerun-if-changed={}",
-                bridge.join("libmonarch_bridge.a").display()
-            );
+            link_bridge(&bridge);
             println!(
                 "cargo:rustc-link-search=native={}",
                 home.join("lib").display()
             );
-            // cudart static: no libcudart.so needed at run time; the driver is dlopened by cudart.
-            println!("cargo:rustc-link-lib=static=cudart_static");
+            // cudart static: no libcudart.so needed at run time; the driver is dlopened by cudart. Not
+            // bundled either, and after the bridge on the extension's link line, which needs it.
+            println!("cargo:rustc-link-lib=static:-bundle=cudart_static");
             for lib in ["dl", "rt", "pthread", "stdc++"] {
                 println!("cargo:rustc-link-lib=dylib={lib}");
             }
@@ -87,13 +95,7 @@ fn main() {
                 .include(root.join("include"))
                 .define("__HIP_PLATFORM_AMD__", None)
                 .compile("mr_device_shim");
-            println!("cargo:rustc-link-search=native={}", bridge.display());
-            println!("cargo:rustc-link-lib=static=monarch_bridge");
-            // Relink when the bridge changes (a kernel edit rebuilds only the library, not this crate).
-            println!(
-                "cargo:rerun-if-changed={}",
-                bridge.join("libmonarch_bridge.a").display()
-            );
+            link_bridge(&bridge);
             println!("cargo:rustc-link-search=native={}", hip_lib.display());
             println!("cargo:rustc-link-lib=dylib=amdhip64");
             for lib in ["dl", "pthread", "stdc++"] {
