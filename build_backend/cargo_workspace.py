@@ -125,14 +125,12 @@ def _sync(source: Path, slot: Path) -> None:
                         shutil.rmtree(path)
                     else:
                         path.unlink()
-    # Directories keep the checkout's times too (cargo's rerun-if-changed on a directory looks into it).
-    for top, dirs, _ in os.walk(source / WORKSPACE_DIR, topdown=False):
-        for d in [*dirs, ""]:
-            src = Path(top) / d if d else Path(top)
-            dst = slot / src.relative_to(source)
-            if dst.is_dir() and not dst.is_symlink():
-                st = src.stat()
-                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # Directories keep the checkout's times too (cargo's rerun-if-changed on a directory looks into it): those
+    # the copied files are in, deepest first (writing into one changed its time).
+    copied_dirs = {parent for rel in wanted for parent in rel.parents if parent.parts[:1] == (WORKSPACE_DIR,)}
+    for rel in sorted(copied_dirs, key=lambda d: len(d.parts), reverse=True):
+        st = (source / rel).stat()
+        os.utime(slot / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _make_parents(slot: Path, rel: Path) -> None:

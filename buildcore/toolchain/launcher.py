@@ -145,8 +145,9 @@ def resolve(
     if settings.compiler_launcher:
         origin = settings.origin("compiler-launcher")
         names = settings.compiler_launcher.split("+")  # ccache+sccache: the bridge's, then rustc's
-        chosen = _from_setting(names[0], origin, search, settings.compiler_launcher)
-        rustc_chosen = _from_setting(names[-1], origin, search, settings.compiler_launcher)
+        chosen = rustc_chosen = _from_setting(names[0], origin, search, settings.compiler_launcher)
+        if len(names) > 1:
+            rustc_chosen = _from_setting(names[1], origin, search, settings.compiler_launcher)
     cmake: dict[str, Launcher] = {}
     for lang in CMAKE_LANGUAGES:
         name = env_name(lang)
