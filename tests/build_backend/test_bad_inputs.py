@@ -96,7 +96,10 @@ def test_explicit_cuda_without_any_toolkit(out: Path, clean_env: dict[str, str])
         ({"archs": "80;$(touch /tmp/monarch-injected)"}, ["not an architecture name"]),
         ({"archs": "90", "platform": "cpu"}, ["compiles no device code"]),
         ({"hip-version": "six"}, ["not X.Y"]),
-        ({"compiler-launcher": "distcc"}, ["compiler-launcher='distcc'", "ccache, sccache or ccache+sccache", "CMAKE_<LANG>"]),
+        (
+            {"compiler-launcher": "distcc"},
+            ["compiler-launcher='distcc'", "ccache, sccache or ccache+sccache", "CMAKE_<LANG>"],
+        ),
     ],
 )
 def test_bad_config_values(out: Path, clean_env: dict[str, str], config: dict[str, str], needles: list[str]) -> None:
